@@ -1,6 +1,7 @@
 """Run CUDA-written PyTorch code on the active device: XPU, MPS, NPU, or a CPU-only machine.
 
-Importing this package imports torch.
+``HostEvent`` and ``HostStream`` give ``torch.cuda``'s event and stream API on
+the CPU. Importing this package imports torch.
 """
 
 try:
@@ -11,5 +12,6 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess
     ) from exc
 
 from ._detect import active_device_type
+from ._host import HostEvent, HostStream
 
-__all__ = ["active_device_type"]
+__all__ = ["HostEvent", "HostStream", "active_device_type"]
