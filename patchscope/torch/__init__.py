@@ -1,7 +1,8 @@
 """Run CUDA-written PyTorch code on the active device: XPU, MPS, NPU, or a CPU-only machine.
 
-``HostEvent`` and ``HostStream`` give ``torch.cuda``'s event and stream API on
-the CPU. Importing this package imports torch.
+``device_event_class()`` gives the device's event behind ``torch.cuda.Event``'s
+constructor; ``HostEvent`` and ``HostStream`` give ``torch.cuda``'s event and
+stream API on the CPU. Importing this package imports torch.
 """
 
 try:
@@ -12,6 +13,7 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess
     ) from exc
 
 from ._detect import active_device_type
+from ._events import device_event_class
 from ._host import HostEvent, HostStream
 
-__all__ = ["HostEvent", "HostStream", "active_device_type"]
+__all__ = ["HostEvent", "HostStream", "active_device_type", "device_event_class"]
