@@ -1,7 +1,8 @@
 """Run CUDA-written PyTorch code on the active device: XPU, MPS, NPU, or a CPU-only machine.
 
-``device_event_class()`` gives the device's event behind ``torch.cuda.Event``'s
-constructor; ``HostEvent`` and ``HostStream`` give ``torch.cuda``'s event and
+``device_events()`` and ``device_namespace()`` are Redirects: use them as
+``with`` blocks or as decorators (on a model class: active during its
+``__init__``). ``HostEvent`` and ``HostStream`` give ``torch.cuda``'s event and
 stream API on the CPU. Importing this package imports torch.
 """
 
@@ -15,5 +16,13 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess
 from ._detect import active_device_type
 from ._events import device_event_class
 from ._host import HostEvent, HostStream
+from ._namespace import device_events, device_namespace
 
-__all__ = ["HostEvent", "HostStream", "active_device_type", "device_event_class"]
+__all__ = [
+    "HostEvent",
+    "HostStream",
+    "active_device_type",
+    "device_event_class",
+    "device_events",
+    "device_namespace",
+]
