@@ -14,7 +14,7 @@ import torch
 
 # The probe order of torch releases without ``torch.accelerator`` (2.1-2.5).
 # The privateuse1 backend (e.g. Ascend's "npu") is probed after these.
-_PROBE_ORDER = ("cuda", "xpu", "mps", "mtia", "hpu")
+_PROBE_ORDER = ("cuda", "xpu", "mps", "mtia")
 
 # What torch._C._get_privateuse1_backend_name() returns when no out-of-tree
 # backend renamed it (the spelling changed between releases).
@@ -118,8 +118,8 @@ def device_type_of(device: str | torch.device | None) -> str:
     if isinstance(device, torch.device):
         device_type = device.type
     else:
-        # Parsed here rather than by torch.device(), which rejects the name
-        # of an out-of-tree backend until that backend is imported.
+        # Parsed by hand so that every malformed or unknown name gets the
+        # same error, the one that lists what is known.
         device_type, colon, index = device.partition(":")
         if colon and not index.isdigit():
             device_type = ""

@@ -7,7 +7,7 @@ construction at ``torch._C._XpuEventBase`` and ``torch._C._mps_*``.
 
 import asyncio
 import threading
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
@@ -82,7 +82,7 @@ def test_device_events_reaches_aliases() -> None:
 
 @needs_no_cuda
 def test_device_events_every_decorator_form() -> None:
-    """Functions, generators, coroutines and start()/stop() all construct host events."""
+    """Functions, generators, coroutines, async generators and start()/stop() all work."""
     redirect = device_events()
 
     @redirect
@@ -99,9 +99,19 @@ def test_device_events_every_decorator_form() -> None:
         await asyncio.sleep(0)
         return torch.cuda.Event()
 
+    @redirect
+    async def make_async_many() -> AsyncIterator[Any]:
+        yield torch.cuda.Event()
+        await asyncio.sleep(0)
+        yield torch.cuda.Event()
+
+    async def collect() -> list[Any]:
+        return [event async for event in make_async_many()]
+
     assert isinstance(make(), HostEvent)
     assert all(isinstance(event, HostEvent) for event in make_many())
     assert isinstance(asyncio.run(make_async()), HostEvent)
+    assert all(isinstance(event, HostEvent) for event in asyncio.run(collect()))
     handle = redirect.start()
     try:
         assert isinstance(torch.cuda.Event(), HostEvent)
