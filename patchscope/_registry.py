@@ -31,6 +31,7 @@ import warnings
 import weakref
 from typing import Any
 
+from ._cpython import inherits_object_new, repair_new
 from ._errors import (
     RedirectConflictWarning,
     RestoreError,
@@ -342,21 +343,15 @@ def _lookup_init(cls: type) -> object:
     return _OBJECT_INIT
 
 
-def _inherits_object_new(cls: type) -> bool:
-    for klass in cls.__mro__:
-        if "__new__" in klass.__dict__:
-            return klass.__dict__["__new__"] is _OBJECT_NEW
-    return True
-
-
-def _object_new(cls: type, *args: Any, **kwargs: Any) -> Any:
+def object_new(cls: type, *args: Any, **kwargs: Any) -> Any:
+    """``object.__new__`` as ``type.__call__`` uses it, for classes given a ``__new__``."""
     if (args or kwargs) and _lookup_init(cls) is _OBJECT_INIT:
         raise TypeError(f"{cls.__qualname__}() takes no arguments")
     return object.__new__(cls)
 
 
 #: Left in a class whose inherited ``object.__new__`` was redirected (see below).
-OBJECT_NEW_STANDIN = staticmethod(_object_new)
+OBJECT_NEW_STANDIN = staticmethod(object_new)
 
 
 # ---------------------------------------------------------------------------
@@ -385,7 +380,7 @@ def _read(entry: _Entry) -> object:
 
 def _not_writable(target: object, name: str, exc: BaseException) -> TargetNotWritableError:
     return TargetNotWritableError(
-        f"cannot redirect {describe(target)}.{name}: the target refuses the write "
+        f"cannot redirect attribute {name!r} of {describe(target)}: the target refuses the write "
         f"({type(exc).__name__}: {exc}); redirect the attribute where it is defined "
         "or on an object that accepts writes"
     )
@@ -416,10 +411,14 @@ def _write_process_state(entry: _Entry) -> None:
         setattr(target, name, entry.original)
     elif entry.kind == SETATTR or name in target.__dict__:
         delattr(target, name)
-        if name == "__new__" and isinstance(target, type) and _inherits_object_new(target):
-            # CPython cannot take a __new__ away again: the type's slot keeps
-            # looking __new__ up, and object.__new__ then rejects constructor
-            # arguments (reproducible without patchscope). Keep the class
+        if (
+            name == "__new__"
+            and isinstance(target, type)
+            and inherits_object_new(target)
+            and not repair_new(target)
+        ):
+            # CPython cannot take a __new__ away again by itself (see
+            # _cpython); where the slot cannot be repaired, keep the class
             # working with a stand-in that behaves exactly like object.__new__.
             setattr(target, name, OBJECT_NEW_STANDIN)
 
@@ -465,7 +464,7 @@ def _enter_context(entry: _Entry, act: Activation) -> None:
     target = entry.target
     if not isinstance(target, (types.ModuleType, type)) or entry.kind == SETATTR:
         raise UnsupportedTargetError(
-            f"cannot redirect {describe(target)}.{entry.name} with scope='context': "
+            f"cannot redirect attribute {entry.name!r} of {describe(target)} with scope='context': "
             "context-local redirects work on module and class attributes stored in "
             "__dict__; redirect the class attribute instead, or use scope='process'"
         )
@@ -530,14 +529,14 @@ def _after_exit(act: Activation, conflict: object, error: BaseException | None) 
     if conflict is not ABSENT:
         warnings.warn(
             RedirectConflictWarning(
-                f"{describe(act.target)}.{act.name} was rebound to {conflict!r} by someone "
-                "else while redirected; restoring the original anyway"
+                f"{describe(act.target)} attribute {act.name!r} was rebound to {conflict!r} "
+                "by someone else while redirected; restoring the original anyway"
             ),
             stacklevel=4,
         )
     if error is not None:
         raise RestoreError(
-            f"restoring {describe(act.target)}.{act.name} failed: {error}", [error]
+            f"restoring attribute {act.name!r} of {describe(act.target)} failed: {error}", [error]
         ) from error
 
 
@@ -758,15 +757,3 @@ def active() -> tuple[Activation, ...]:
     """
     with _lock:
         return tuple(act for entry in _entries.values() for act in entry.stack)
-
-
-def live_stack(target: object, name: str) -> tuple[object, list[Activation]]:
-    """(raw original or ABSENT, live stack) of ``(target, name)``; lock-free read.
-
-    Reading the entry without the lock is safe under the GIL: the stack list
-    is only mutated in place, and a racing exit is caught by ``act.open``.
-    """
-    entry = _entries.get((id(target), name))
-    if entry is None:
-        return getattr(target, "__dict__", {}).get(name, ABSENT), []
-    return (entry.original if entry.kind == OWN else ABSENT), entry.stack
