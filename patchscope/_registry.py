@@ -427,46 +427,69 @@ def _write_process_state(entry: _Entry) -> None:
 # entering and exiting
 
 
-def enter_activation(target: object, name: str, create: bool, act: Activation) -> None:
-    """Register *act* on ``target.name`` and make it visible; all-or-nothing."""
-    key = (id(target), name)
-    with _lock:
-        entry = _entries.get(key)
-        new = entry is None
-        if entry is None:
-            kind, original = capture(target, name, create)
-            entry = _Entry(target, name, kind, original)
-        if act._ctx:
-            _enter_context(entry, act)
+def _enter_locked(redirect: Any, target: object, key: tuple[int, str], act: Activation) -> None:
+    """Register *act* and make it visible; call under the lock. All-or-nothing."""
+    entry = _entries.get(key)
+    name = key[1]
+    new = entry is None
+    if entry is None:
+        entry = redirect._spare
+        own = target.__dict__ if redirect._plain else None
+        if entry is not None and own is not None and name in own:
+            # Same target, plain module/class attribute: re-read the original.
+            redirect._spare = None
+            entry.original = own[name]
         else:
-            entry.stack.append(act)
-            try:
-                if entry.slot is None:
-                    # Plain rebinding: the fast path.
-                    setattr(target, name, act._value)
-                    entry.installed = act._value
-                    entry.written = True
-                else:
-                    _write_process_state(entry)
-            except Exception as exc:
-                entry.stack.pop()
-                raise _not_writable(target, name, exc) from exc
-        act._entry = entry
-        if new:
-            _entries[key] = entry
+            kind, original = capture(target, name, redirect._create)
+            entry = _Entry(target, name, kind, original)
+    if act._ctx:
+        _enter_context(entry, act)
+    else:
+        value = act._value
+        entry.stack.append(act)
+        try:
+            if entry.slot is None:
+                # Plain rebinding: the fast path.
+                setattr(target, name, value)
+                entry.installed = value
+                entry.written = True
+            else:
+                _write_process_state(entry)
+        except Exception as exc:
+            entry.stack.pop()
+            raise _not_writable(target, name, exc) from exc
+    act._entry = entry
+    if new:
+        _entries[key] = entry
+
+
+def _push_context(act: Activation) -> None:
+    """Make a context activation visible in the current context (after the lock)."""
+    var = act._slot.var
+    acts = var.get()
+    var.set((*[a for a in acts if a.open], act) if acts else (act,))
+
+
+def enter_activation(redirect: Any, target: object, act: Activation) -> None:
+    """Register *act* on ``target.<redirect's name>`` and make it visible; all-or-nothing."""
+    lock = _lock
+    lock.acquire()
+    try:
+        _enter_locked(redirect, target, (id(target), redirect._name), act)
+    finally:
+        lock.release()
     if act._slot is not None:
-        var = act._slot.var
-        acts = var.get()
-        var.set((*[a for a in acts if a.open], act) if acts else (act,))
+        _push_context(act)
 
 
 def _enter_context(entry: _Entry, act: Activation) -> None:
     target = entry.target
     if not isinstance(target, (types.ModuleType, type)) or entry.kind == SETATTR:
         raise UnsupportedTargetError(
-            f"cannot redirect attribute {entry.name!r} of {describe(target)} with scope='context': "
-            "context-local redirects work on module and class attributes stored in "
-            "__dict__; redirect the class attribute instead, or use scope='process'"
+            f"cannot redirect attribute {entry.name!r} of {describe(target)} with "
+            "scope='context': context-local redirects work on module and class "
+            "attributes stored in __dict__; redirect the class attribute instead, "
+            "or use scope='process'"
         )
     entry.stack.append(act)
     entry.n_context += 1
@@ -487,19 +510,36 @@ def _exit_locked(act: Activation) -> tuple[object, BaseException | None]:
     if entry is None:
         return ABSENT, None
     stack = entry.stack
+    target, name = entry.target, entry.name
+    conflict: object = ABSENT
+    error: BaseException | None = None
+    if len(stack) == 1 and entry.slot is None and entry.kind == OWN:
+        # The common case: the only activation ends; put the original back.
+        stack.pop()
+        del _entries[(id(target), name)]
+        current = target.__dict__.get(name, ABSENT)
+        if current is not entry.installed:
+            # Someone else rebound the name while we held it.
+            conflict = current
+        entry.written = False
+        try:
+            setattr(target, name, entry.original)
+        except Exception as exc:
+            error = exc
+        redirect = act._redirect
+        if redirect._plain:
+            redirect._spare = entry
+        return conflict, error
     was_top = stack[-1] is act
     if was_top:
         stack.pop()
     else:
         stack.remove(act)
-    conflict: object = ABSENT
-    error: BaseException | None = None
     try:
         if entry.slot is None:
             if was_top:
                 current = _read(entry)
                 if current is not entry.installed and entry.written:
-                    # Someone else rebound the name while we held it.
                     conflict = current
                 _write_process_state(entry)
         else:
@@ -507,7 +547,7 @@ def _exit_locked(act: Activation) -> tuple[object, BaseException | None]:
                 entry.n_context -= 1
             if entry.n_context == 0:
                 if isinstance(entry.slot, _ClassSlot):
-                    current = entry.target.__dict__.get(entry.name, ABSENT)
+                    current = target.__dict__.get(name, ABSENT)
                     if current is not entry.slot:
                         conflict = current
                 _uninstall_slot(entry)
@@ -515,7 +555,7 @@ def _exit_locked(act: Activation) -> tuple[object, BaseException | None]:
     except Exception as exc:
         error = exc
     if not stack:
-        del _entries[(id(entry.target), entry.name)]
+        del _entries[(id(target), name)]
     return conflict, error
 
 
@@ -536,7 +576,8 @@ def _after_exit(act: Activation, conflict: object, error: BaseException | None) 
         )
     if error is not None:
         raise RestoreError(
-            f"restoring attribute {act.name!r} of {describe(act.target)} failed: {error}", [error]
+            f"restoring attribute {act.name!r} of {describe(act.target)} failed: {error}",
+            [error],
         ) from error
 
 
@@ -564,7 +605,7 @@ def exit_activation(act: Activation) -> None:
 # exits pair exactly; every other handle is the only one of its thread.
 
 
-def pair_enter(handles: list[Any], handle: Any) -> None:
+def _pair_enter(handles: list[Any], handle: Any) -> None:
     """Record *handle* as a live with-handle; call under the lock."""
     if handles:
         me = handle.thread_id
@@ -575,15 +616,12 @@ def pair_enter(handles: list[Any], handle: Any) -> None:
     handles.append(handle)
 
 
-def push_handle(handles: list[Any], handle: Any) -> None:
-    """Push a paired handle on this context's with-stack (after pair_enter)."""
-    _with_stack.set((handles, handle, _with_stack.get()))
-
-
-def pair_exit(handles: list[Any]) -> Any:
+def _pair_exit(handles: list[Any]) -> Any:
     """Find and forget the handle the current ``__exit__`` belongs to; under the lock."""
-    handle = None
     node = _with_stack.get()
+    if node is None and len(handles) == 1:
+        return handles.pop()
+    handle = None
     if node is not None:
         me = _get_ident()
         skipped = []
@@ -616,125 +654,62 @@ def pair_exit(handles: list[Any]) -> Any:
 
 
 def enter_with(redirect: Any) -> Any:
-    """``Redirect.__enter__`` of a single-attribute redirect (process scope inline).
-
-    Registry and pairing happen in one lock section. A redirect used again
-    and again reuses its last registry entry instead of allocating one.
-    """
-    if redirect._ctx:
-        return generic_enter(redirect, _getframe(1))
+    """``__enter__`` of a single-attribute redirect: registry and pairing in one lock."""
     frame = _getframe(1)
     act = Activation(redirect, redirect._value, frame.f_code, frame.f_lasti)
+    if redirect._ctx:
+        act._ctx = True
     key = redirect._key
     if key is None:
         target = resolve(redirect._target)
         key = (id(target), redirect._name)
     else:
         target = redirect._target
-    value = act._value
-    name = key[1]
+    handles = redirect._handles
     lock = _lock
     lock.acquire()
     try:
-        entry = _entries.get(key)
-        if entry is None:
-            entry = redirect._spare
-            own = target.__dict__ if redirect._plain else None
-            if entry is not None and own is not None and name in own:
-                # Same target, plain module/class attribute: re-read the original.
-                redirect._spare = None
-                entry.original = own[name]
-            else:
-                kind, original = capture(target, name, redirect._create)
-                entry = _Entry(target, name, kind, original)
-            try:
-                setattr(target, name, value)
-            except Exception as exc:
-                raise _not_writable(target, name, exc) from exc
-            entry.installed = value
-            entry.written = True
-            entry.stack.append(act)
-            _entries[key] = entry
-        else:
-            entry.stack.append(act)
-            try:
-                if entry.slot is None:
-                    setattr(target, name, value)
-                    entry.installed = value
-                    entry.written = True
-                else:
-                    _write_process_state(entry)
-            except Exception as exc:
-                entry.stack.pop()
-                raise _not_writable(target, name, exc) from exc
-        act._entry = entry
-        handles = redirect._handles
+        _enter_locked(redirect, target, key, act)
         if handles:
-            pair_enter(handles, act)
+            _pair_enter(handles, act)
         else:
             handles.append(act)
     finally:
         lock.release()
+    if act._slot is not None:
+        _push_context(act)
     if act._pushed:
-        push_handle(handles, act)
+        _with_stack.set((handles, act, _with_stack.get()))
     return redirect._replacement
 
 
 def exit_with(redirect: Any, *exc_info: object) -> None:
-    """``Redirect.__exit__`` of a single-attribute redirect (process scope inline)."""
-    if redirect._ctx:
-        generic_exit(redirect)
-        return
-    conflict: object = ABSENT
-    error: BaseException | None = None
+    """``__exit__`` of a single-attribute redirect: pairing and registry in one lock."""
     lock = _lock
     lock.acquire()
     try:
-        handles = redirect._handles
-        if len(handles) == 1 and _with_stack.get() is None:
-            act = handles.pop()
-        else:
-            act = pair_exit(handles)
+        act = _pair_exit(redirect._handles)
         if not act.open:
             return
-        entry = act._entry
-        stack = entry.stack
-        if len(stack) == 1 and entry.slot is None and entry.kind == OWN:
-            # The common case: the only activation ends; put the original back.
-            act.open = False
-            stack.pop()
-            target, name = entry.target, entry.name
-            del _entries[(id(target), name)]
-            current = target.__dict__.get(name, ABSENT)
-            if current is not entry.installed:
-                # Someone else rebound the name while we held it.
-                conflict = current
-            entry.written = False
-            try:
-                setattr(target, name, entry.original)
-            except Exception as exc:
-                error = exc
-            if redirect._plain:
-                redirect._spare = entry
-        else:
-            conflict, error = _exit_locked(act)
+        conflict, error = _exit_locked(act)
     finally:
         lock.release()
-    if conflict is not ABSENT or error is not None:
+    if conflict is not ABSENT or error is not None or act._slot is not None:
         _after_exit(act, conflict, error)
 
 
 def generic_enter(redirect: Any, frame: Any) -> Any:
     """``__enter__`` for any Redirect: activate, then pair the handle."""
     handle = redirect._activate(frame.f_code, frame.f_lasti)
+    handles = redirect._handles
     lock = _lock
     lock.acquire()
     try:
-        pair_enter(redirect._handles, handle)
+        _pair_enter(handles, handle)
     finally:
         lock.release()
     if handle._pushed:
-        push_handle(redirect._handles, handle)
+        _with_stack.set((handles, handle, _with_stack.get()))
     return handle.replacement if isinstance(handle, Activation) else handle.value
 
 
@@ -743,7 +718,7 @@ def generic_exit(redirect: Any) -> None:
     lock = _lock
     lock.acquire()
     try:
-        handle = pair_exit(redirect._handles)
+        handle = _pair_exit(redirect._handles)
     finally:
         lock.release()
     handle.stop()
