@@ -144,7 +144,7 @@ def capture(target: object, name: str, create: bool) -> tuple[int, object]:
         meta: object = ABSENT
     else:
         meta = lookup_mro(tp, name)
-        if meta is not ABSENT and _is_data_descriptor(meta):
+        if meta is not ABSENT and _is_data_descriptor(meta) and not _is_module_slot(meta):
             # __slots__ members, properties with setters, type.__doc__ ...: the
             # object's own setattr is the only correct way back.
             try:
@@ -170,6 +170,18 @@ def capture(target: object, name: str, create: bool) -> tuple[int, object]:
         # parameters, buffers and sub-modules): the class's setattr owns it.
         return SETATTR, value
     return SHADOW, ABSENT
+
+
+def _is_module_slot(value: object) -> bool:
+    """Whether *value* is patchscope's own context slot on a module's private subclass.
+
+    The subclass keeps a slot after its redirect ended (it is reused), so a
+    module redirected again in context scope shows it for other names too;
+    the value behind a slot still lives in the module's ``__dict__``.
+    """
+    from ._registry import _ModuleSlot  # _registry imports this module
+
+    return isinstance(value, _ModuleSlot)
 
 
 def _missing(target: object, name: str) -> AttributeMissingError:

@@ -317,3 +317,20 @@ def test_generator_decorated_with_context_scope(mod: types.ModuleType) -> None:
     assert mod.value == 10
     assert next(g) == 1
     assert mod.value == 10
+
+
+def test_module_redirected_again_after_context_redirects_of_other_names() -> None:
+    """Two context redirects on one module can be entered again after both ended."""
+    m = types.ModuleType("m")
+    m.a, m.b = 1, 2
+    both = patchscope.combine(
+        redirect_attr(m, "a", 10, scope="context"),
+        redirect_attr(m, "b", 20, scope="context"),
+        redirect_attr(m, "c", 30, create=True, scope="context"),
+    )
+    for _ in range(3):
+        with both:
+            assert (m.a, m.b, m.c) == (10, 20, 30)
+            assert _run_in_thread(lambda: (m.a, m.b, hasattr(m, "c"))) == (1, 2, False)
+        assert (m.a, m.b, hasattr(m, "c")) == (1, 2, False)
+        assert type(m) is types.ModuleType
