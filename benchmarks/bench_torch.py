@@ -40,46 +40,50 @@ def load_example() -> ModuleType:
     return module
 
 
+def mean_ns(call: Callable[[], object], number: int) -> float:
+    """Return the mean nanoseconds per call over ``number`` calls."""
+    start = time.perf_counter_ns()
+    for _ in range(number):
+        call()
+    return (time.perf_counter_ns() - start) / number
+
+
 def best_ns(call: Callable[[], object], number: int, repeat: int = 7) -> float:
     """Return the best mean nanoseconds per call over ``repeat`` runs of ``number`` calls."""
-    best = float("inf")
-    for _ in range(repeat):
-        start = time.perf_counter_ns()
-        for _ in range(number):
-            call()
-        best = min(best, (time.perf_counter_ns() - start) / number)
-    return best
+    return min(mean_ns(call, number) for _ in range(repeat))
 
 
 def undecorated_ns(attention: Callable[[], object], number: int) -> float:
     """Time the undecorated class, rebinding torch.cuda.Event once if CUDA is absent."""
     event_class = device_event_class()
     if event_class is torch.cuda.Event:
-        return best_ns(attention, number)
+        return mean_ns(attention, number)
     original = torch.cuda.Event
     torch.cuda.Event = event_class  # type: ignore[misc]
     try:
-        return best_ns(attention, number)
+        return mean_ns(attention, number)
     finally:
         torch.cuda.Event = original  # type: ignore[misc]
 
 
-def bench_construction(example: ModuleType, dim: int, heads: int, number: int) -> None:
+def bench_construction(
+    example: ModuleType, dim: int, heads: int, number: int, repeat: int = 15
+) -> None:
     """Print construction times of the attention module, undecorated and decorated."""
     print(
         f"Attention(dim={dim}, heads={heads}) construction on {active_device_type()}, "
-        f"best of 7 x {number}:"
+        f"best of {repeat} x {number}:"
     )
     make = {
         name: functools.partial(getattr(example, name), dim=dim, heads=heads)
         for name in ("Attention", "EventsOnlyAttention", "PortableAttention")
     }
-    # Alternate the sides, three rounds each, so that drifting load hits all alike.
-    times = {name: float("inf") for name in make}
-    for _ in range(3):
+    # Round-robin, so that changing machine load hits every variant alike.
+    times = dict.fromkeys(make, float("inf"))
+    for _ in range(repeat):
         times["Attention"] = min(times["Attention"], undecorated_ns(make["Attention"], number))
         for name in ("EventsOnlyAttention", "PortableAttention"):
-            times[name] = min(times[name], best_ns(make[name], number))
+            times[name] = min(times[name], mean_ns(make[name], number))
     baseline = times["Attention"]
     print(f"  undecorated          {baseline / 1e3:10.1f} us")
     for name, decorator in [
@@ -91,7 +95,7 @@ def bench_construction(example: ModuleType, dim: int, heads: int, number: int) -
         extra = (times[name] - baseline) / 1e3
         print(
             f"  {decorator:20s} {times[name] / 1e3:10.1f} us  ratio {ratio:.3f} "
-            f"(+{extra:.1f} us, {verdict})"
+            f"({extra:+.1f} us, {verdict})"
         )
 
 
@@ -110,6 +114,6 @@ def bench_host_event(number: int = 100_000) -> None:
 
 if __name__ == "__main__":
     example = load_example()
-    bench_construction(example, dim=64, heads=4, number=300)  # the example's defaults
-    bench_construction(example, dim=1024, heads=16, number=10)
+    bench_construction(example, dim=64, heads=4, number=100)  # the example's defaults
+    bench_construction(example, dim=1024, heads=16, number=3)
     bench_host_event()

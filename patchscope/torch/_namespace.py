@@ -45,7 +45,7 @@ def device_events(
 
     Thread safety: with ``scope="context"`` (the default) only the thread or
     asyncio task that activated it sees the redirect; every other thread
-    still constructs real ``torch.cuda.Event`` objects at the same time.
+    gets ``torch.cuda.Event``'s own behaviour at the same time.
     ``scope="process"`` makes it visible to all threads.
     """
     _check(device, scope)
