@@ -6,7 +6,8 @@ The checker parses each file once with :mod:`ast` and resolves import aliases
 torch``), so it neither misses renamed uses nor reports comments and strings.
 It never imports torch, and ``import patchscope`` never imports this package.
 
-Use it from Python::
+Use it from the shell (``patchscope lint src/``), from pre-commit (hook id
+``patchscope-lint``) or from Python::
 
     from patchscope.lint import lint_paths
     result = lint_paths(["src"])
@@ -15,6 +16,7 @@ Use it from Python::
 """
 
 from ._checker import Finding
+from ._cli import main
 from ._config import ConfigError, LintConfig, load_config
 from ._rules import RULES, Rule
 from ._run import LintResult, lint_paths
@@ -28,4 +30,5 @@ __all__ = [
     "Rule",
     "lint_paths",
     "load_config",
+    "main",
 ]
