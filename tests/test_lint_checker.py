@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import keyword
 import textwrap
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from patchscope.lint._checker import Finding, check_file, check_source
 from patchscope.lint._rules import CODES, RULES, RuleSet
@@ -126,6 +129,36 @@ def findings(source: str, rules: RuleSet = ALL) -> list[tuple[int, int, str, str
 def test_alias_forms(source: str, expected: list[tuple[int, int, str, str]]) -> None:
     """Every import and assignment alias of torch / torch.cuda reaches the API."""
     assert findings(source) == expected
+
+
+ALIAS_FORMS = [
+    "import torch as {alias}\n{alias}.cuda.{api}()\n",
+    "import torch.cuda as {alias}\n{alias}.{api}()\n",
+    "from torch import cuda as {alias}\n{alias}.{api}()\n",
+    "import torch\n{alias} = torch.cuda\n{alias}.{api}()\n",
+    "import torch\n{alias} = torch\n\ndef f():\n    return {alias}.cuda.{api}\n",
+]
+DEFAULT_APIS = [api for rule in RULES for api in rule.apis if "*" not in api]
+identifiers = st.from_regex(r"[A-Za-z_][A-Za-z0-9_]{0,8}", fullmatch=True).filter(
+    lambda name: not keyword.iskeyword(name)
+)
+
+
+@given(alias=identifiers, api=st.sampled_from(DEFAULT_APIS), form=st.sampled_from(ALIAS_FORMS))
+def test_any_alias_name_reaches_any_api(alias: str, api: str, form: str) -> None:
+    """Whatever the alias is called, its use is one finding naming the API."""
+    source = form.format(alias=alias, api=api)
+    assert [f[3] for f in findings(source)] == [f"torch.cuda.{api}"]
+
+
+@given(alias=identifiers, api=st.sampled_from(DEFAULT_APIS), form=st.sampled_from(ALIAS_FORMS))
+def test_the_same_code_as_text_is_never_reported(alias: str, api: str, form: str) -> None:
+    """Code that is only quoted in a string or commented out is not reported."""
+    code = form.format(alias=alias, api=api)
+    commented = "".join(f"# {line}\n" for line in code.splitlines())
+    assert findings(f"s = {code!r}\n") == []
+    assert findings(f'"""{code}"""\n') == []
+    assert findings(commented) == []
 
 
 @pytest.mark.parametrize(
