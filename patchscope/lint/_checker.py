@@ -56,8 +56,10 @@ class Finding:
     api: str | None = None
 
 
-# A directive anywhere in the comment part of the reported line:
-# ``# patchscope: ignore`` (every code) or ``# patchscope: ignore[PS001, PS003]``.
+# ``# patchscope: ignore`` (every code) or ``# patchscope: ignore[PS001, PS003]``,
+# searched for on the reported line only. It is not told apart from a string
+# that spells it: that would take a tokenizer pass over every file with a
+# finding, for a string nobody writes next to a torch.cuda call.
 _SUPPRESS = re.compile(r"#\s*patchscope:\s*ignore\b(?:\[([^\]]*)\])?")
 
 _Scope = dict[str, str | None]
