@@ -156,7 +156,6 @@ class Activation:
 
 class _Entry:
     __slots__ = (
-        "cache",
         "installed",
         "kind",
         "n_context",
@@ -178,9 +177,6 @@ class _Entry:
         self.slot: _ModuleSlot | _ClassSlot | None = None
         self.written = False  # a process value was written into the target
         self.installed: object = ABSENT  # what we last wrote, for conflict checks
-        # (module subclass or None, slot) kept for the next context activation
-        # of a recycled entry, so its ContextVar is reused, not re-created.
-        self.cache: tuple[type | None, Any] | None = None
 
 
 # ---------------------------------------------------------------------------
@@ -269,18 +265,49 @@ class _ClassSlot:
         )
 
 
+class _WeakIdCache:
+    """``obj -> value`` for as long as *obj* lives; lookups by identity.
+
+    Slots (and their ContextVars) are cached per target so that repeated
+    context activations reuse one ContextVar: every ContextVar ever set in a
+    thread's context stays in that context, so a fresh one per activation
+    would grow it without bound. Values must not refer to their key.
+    """
+
+    __slots__ = ("_items",)
+
+    def __init__(self) -> None:
+        self._items: dict[int, tuple[weakref.ref[Any], Any]] = {}
+
+    def get(self, obj: object) -> Any:
+        item = self._items.get(id(obj))
+        return item[1] if item is not None and item[0]() is obj else None
+
+    def set(self, obj: object, value: Any) -> None:
+        key, items = id(obj), self._items
+
+        def forget(_: weakref.ref[Any]) -> None:
+            items.pop(key, None)
+
+        items[key] = (weakref.ref(obj, forget), value)
+
+
+_module_subclasses = _WeakIdCache()  # module -> its private subclass
+_class_slots = _WeakIdCache()  # class -> {name: _ClassSlot}
+
+
 def _install_slot(entry: _Entry) -> None:
     target, name = entry.target, entry.name
-    cache = entry.cache
     if isinstance(target, types.ModuleType):
         swap = _module_swaps.get(id(target))
         if swap is not None:
             sub = swap[1]
-        elif cache is not None and cache[0] is not None and cache[0].__base__ is type(target):
-            sub = cache[0]
         else:
-            base = type(target)
-            sub = type(base.__name__, (base,), {"__slots__": (), "__module__": base.__module__})
+            sub = _module_subclasses.get(target)
+            if sub is None or sub.__base__ is not type(target):
+                base = type(target)
+                sub = type(base.__name__, (base,), {"__slots__": (), "__module__": base.__module__})
+                _module_subclasses.set(target, sub)
         slot = sub.__dict__.get(name)
         if not isinstance(slot, _ModuleSlot):
             slot = _ModuleSlot(target, name)
@@ -295,17 +322,21 @@ def _install_slot(entry: _Entry) -> None:
         else:
             swap[2] += 1
         entry.slot = slot
-        entry.cache = (sub, slot)
         return
     assert isinstance(target, type)
-    cslot = cache[1] if cache is not None else _ClassSlot(target, name)
+    slots = _class_slots.get(target)
+    if slots is None:
+        slots = {}
+        _class_slots.set(target, slots)
+    cslot = slots.get(name)
+    if cslot is None:
+        cslot = slots[name] = _ClassSlot(target, name)
     cslot.fallback = _process_value(entry)
     try:
         setattr(target, name, cslot)
     except (TypeError, AttributeError) as exc:
         raise _not_writable(target, name, exc) from exc
     entry.slot = cslot
-    entry.cache = (None, cslot)
 
 
 def _uninstall_slot(entry: _Entry) -> None:
