@@ -68,8 +68,13 @@ class _Dispatcher:
         entries_get = _registry._entries.get
         key = (id(cls), "__new__")
         base = self.base
+        # Weak: the dispatcher is cached per class and must not keep it alive.
+        cls_ref = weakref.ref(cls)
+        shown_cls = cls
+        del cls
 
         def __new__(klass: type, *args: Any, **kwargs: Any) -> Any:
+            cls: Any = cls_ref()
             entry = entries_get(key)
             acts = var_get()
             # This context's innermost live activation wins, then the most
@@ -92,7 +97,7 @@ class _Dispatcher:
                     raw = entry.original
                     func: Any = raw.__func__ if isinstance(raw, staticmethod) else raw
                     return func(klass, *args, **kwargs)
-            base_new = base[0] if klass is cls else super(cls, klass).__new__  # type: ignore[arg-type]
+            base_new = base[0] if klass is cls else super(cls, klass).__new__  # type: ignore[misc]
             if base_new is _OBJECT_NEW:
                 if args or kwargs:
                     # With a __new__ installed, object.__new__ rejects extra
@@ -102,9 +107,9 @@ class _Dispatcher:
                 return _OBJECT_NEW(klass)
             return base_new(klass, *args, **kwargs)
 
-        __new__.__qualname__ = f"{cls.__qualname__}.__new__"
+        __new__.__qualname__ = f"{shown_cls.__qualname__}.__new__"
         try:
-            shown = inspect.signature(cls)
+            shown = inspect.signature(shown_cls)
         except (TypeError, ValueError):
             pass
         else:
@@ -114,7 +119,8 @@ class _Dispatcher:
             __new__.__signature__ = shown.replace(  # type: ignore[attr-defined]
                 parameters=[first, *shown.parameters.values()]
             )
-        self.new = staticmethod(__new__)
+        del shown_cls
+        self.new: staticmethod[..., Any] = staticmethod(__new__)
 
 
 _NOT_APPLIED: Any = object()

@@ -44,12 +44,6 @@ _lock = threading.RLock()
 _entries: dict[tuple[int, str], _Entry] = {}
 # id(module) -> [original class, private subclass, number of live slots on it]
 _module_swaps: dict[int, list[Any]] = {}
-_class_slots: weakref.WeakKeyDictionary[type, dict[str, _ClassSlot]] = (
-    weakref.WeakKeyDictionary()
-)
-_module_classes: weakref.WeakKeyDictionary[types.ModuleType, type] = (
-    weakref.WeakKeyDictionary()
-)
 _get_ident = threading.get_ident
 _getframe = sys._getframe
 
@@ -230,10 +224,10 @@ class _ClassSlot:
     Non-data, so an instance's own ``__dict__`` still wins as it did before.
     """
 
-    __slots__ = ("cls", "fallback", "name", "var")
+    __slots__ = ("cls_ref", "fallback", "name", "var")
 
     def __init__(self, cls: type, name: str) -> None:
-        self.cls = cls
+        self.cls_ref = weakref.ref(cls)  # the class may die; its slots die with it
         self.name = name
         self.fallback: object = ABSENT
         self.var: contextvars.ContextVar[tuple[Activation, ...]] = contextvars.ContextVar(
@@ -256,34 +250,64 @@ class _ClassSlot:
         return get(value, instance, owner)
 
     def _inherited(self, instance: object, owner: type | None) -> object:
+        cls = self.cls_ref()
         mro = (owner if owner is not None else type(instance)).__mro__
-        start = mro.index(self.cls) + 1 if self.cls in mro else 0
+        start = mro.index(cls) + 1 if cls in mro else 0
         for klass in mro[start:]:
             d = klass.__dict__
             if self.name in d:
                 return d[self.name]
-        for klass in type.__getattribute__(type(self.cls), "__mro__"):
+        for klass in type.__getattribute__(type(cls), "__mro__"):
             if self.name in klass.__dict__:
                 return klass.__dict__[self.name]
         raise AttributeError(
-            f"type object {self.cls.__qualname__!r} has no attribute {self.name!r}"
+            f"type object {getattr(cls, '__qualname__', '?')!r} has no attribute {self.name!r}"
         )
 
 
-def _module_class_for(module: types.ModuleType) -> type:
-    sub = _module_classes.get(module)
-    if sub is None or sub.__base__ is not type(module):
-        base = type(module)
-        sub = type(base.__name__, (base,), {"__slots__": (), "__module__": base.__module__})
-        _module_classes[module] = sub
-    return sub
+class _WeakIdCache:
+    """``obj -> value`` for as long as *obj* lives; lookups by identity.
+
+    Slots (and their ContextVars) are cached per target so that repeated
+    context activations reuse one ContextVar: every ContextVar ever set in a
+    thread's context stays in that context, so a fresh one per activation
+    would grow it without bound. Values must not refer to their key.
+    """
+
+    __slots__ = ("_items",)
+
+    def __init__(self) -> None:
+        self._items: dict[int, tuple[weakref.ref[Any], Any]] = {}
+
+    def get(self, obj: object) -> Any:
+        item = self._items.get(id(obj))
+        return item[1] if item is not None and item[0]() is obj else None
+
+    def set(self, obj: object, value: Any) -> None:
+        key, items = id(obj), self._items
+
+        def forget(_: weakref.ref[Any]) -> None:
+            items.pop(key, None)
+
+        items[key] = (weakref.ref(obj, forget), value)
+
+
+_module_subclasses = _WeakIdCache()  # module -> its private subclass
+_class_slots = _WeakIdCache()  # class -> {name: _ClassSlot}
 
 
 def _install_slot(entry: _Entry) -> None:
     target, name = entry.target, entry.name
     if isinstance(target, types.ModuleType):
         swap = _module_swaps.get(id(target))
-        sub = swap[1] if swap is not None else _module_class_for(target)
+        if swap is not None:
+            sub = swap[1]
+        else:
+            sub = _module_subclasses.get(target)
+            if sub is None or sub.__base__ is not type(target):
+                base = type(target)
+                sub = type(base.__name__, (base,), {"__slots__": (), "__module__": base.__module__})
+                _module_subclasses.set(target, sub)
         slot = sub.__dict__.get(name)
         if not isinstance(slot, _ModuleSlot):
             slot = _ModuleSlot(target, name)
@@ -302,7 +326,8 @@ def _install_slot(entry: _Entry) -> None:
     assert isinstance(target, type)
     slots = _class_slots.get(target)
     if slots is None:
-        slots = _class_slots[target] = {}
+        slots = {}
+        _class_slots.set(target, slots)
     cslot = slots.get(name)
     if cslot is None:
         cslot = slots[name] = _ClassSlot(target, name)
@@ -438,6 +463,7 @@ def _enter_locked(redirect: Any, target: object, key: tuple[int, str], act: Acti
         if entry is not None and own is not None and name in own:
             # Same target, plain module/class attribute: re-read the original.
             redirect._spare = None
+            entry.kind = OWN
             entry.original = own[name]
         else:
             kind, original = capture(target, name, redirect._create)
@@ -556,6 +582,9 @@ def _exit_locked(act: Activation) -> tuple[object, BaseException | None]:
         error = exc
     if not stack:
         del _entries[(id(target), name)]
+        redirect = act._redirect
+        if redirect._plain and error is None:
+            redirect._spare = entry
     return conflict, error
 
 
@@ -564,7 +593,9 @@ def _after_exit(act: Activation, conflict: object, error: BaseException | None) 
     if slot is not None:
         var = slot.var
         acts = var.get()
-        if act in acts:
+        if len(acts) == 1 and acts[0] is act:
+            var.set(())
+        elif act in acts:
             var.set(tuple(a for a in acts if a.open))
     if conflict is not ABSENT:
         warnings.warn(

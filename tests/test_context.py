@@ -319,17 +319,59 @@ def test_generator_decorated_with_context_scope(mod: types.ModuleType) -> None:
     assert mod.value == 10
 
 
+def test_repeated_activations_do_not_grow_the_context() -> None:
+    """Fresh redirects in a loop reuse one ContextVar per attribute: the context stays small."""
+    m = types.ModuleType("m")
+    m.value = 1
+
+    class C:
+        value = 1
+
+    for _ in range(3):
+        with redirect_attr(m, "value", 2, scope="context"):
+            pass
+        with redirect_attr(C, "value", 2, scope="context"):
+            pass
+    size = len(contextvars.copy_context())
+    for _ in range(200):
+        with redirect_attr(m, "value", 2, scope="context"):
+            pass
+        with redirect_attr(C, "value", 2, scope="context"):
+            pass
+    assert len(contextvars.copy_context()) == size
+
+
+def test_context_redirect_does_not_keep_class_alive() -> None:
+    """A class redirected in context scope can be garbage collected afterwards."""
+    import gc
+    import weakref
+
+    class Temp:
+        value = 1
+
+    with redirect_attr(Temp, "value", 2, scope="context"):
+        assert Temp.value == 2
+    ref = weakref.ref(Temp)
+    del Temp
+    gc.collect()
+    assert ref() is None
+
+
 def test_module_redirected_again_after_context_redirects_of_other_names() -> None:
-    """Two context redirects on one module can be entered again after both ended."""
+    """Context redirects of several names on one module can be entered again, fresh or reused."""
     m = types.ModuleType("m")
     m.a, m.b = 1, 2
-    both = patchscope.combine(
-        redirect_attr(m, "a", 10, scope="context"),
-        redirect_attr(m, "b", 20, scope="context"),
-        redirect_attr(m, "c", 30, create=True, scope="context"),
-    )
-    for _ in range(3):
-        with both:
+
+    def several() -> patchscope.Redirect:
+        return patchscope.combine(
+            redirect_attr(m, "a", 10, scope="context"),
+            redirect_attr(m, "b", 20, scope="context"),
+            redirect_attr(m, "c", 30, create=True, scope="context"),
+        )
+
+    reused = several()
+    for redirect in (several(), several(), reused, reused):
+        with redirect:
             assert (m.a, m.b, m.c) == (10, 20, 30)
             assert _run_in_thread(lambda: (m.a, m.b, hasattr(m, "c"))) == (1, 2, False)
         assert (m.a, m.b, hasattr(m, "c")) == (1, 2, False)
