@@ -1,15 +1,26 @@
-"""Tests of patchscope.testing: snapshots."""
+"""Tests of patchscope.testing: snapshots, the schedule model and its strategies."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
+import threading
 import types
 from unittest import mock
 
 import pytest
+from hypothesis import given, settings
 
 from patchscope.testing import ABSENT, Difference, snapshot
+from patchscope.testing.strategies import (
+    Call,
+    Decorated,
+    Schedule,
+    Start,
+    Stop,
+    With,
+    schedules,
+)
 
 
 def _module() -> types.ModuleType:
@@ -179,3 +190,205 @@ def test_import_does_not_import_pytest_or_hypothesis() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
     )
     assert out.stdout.strip() == "[]"
+
+
+# -- the schedule model -------------------------------------------------------
+
+
+class _NaiveRedirect:
+    """The save-on-enter, restore-on-exit patch mock.patch and try/finally use."""
+
+    def __init__(self, target: object, name: str, value: object) -> None:
+        self.target, self.name, self.value = target, name, value
+        self._saved: list[object] = []
+
+    def start(self) -> _NaiveRedirect.Handle:
+        handle = self.Handle(self, getattr(self.target, self.name))
+        setattr(self.target, self.name, self.value)
+        return handle
+
+    class Handle:
+        def __init__(self, redirect: _NaiveRedirect, saved: object) -> None:
+            self.redirect, self.saved = redirect, saved
+
+        def stop(self) -> None:
+            setattr(self.redirect.target, self.redirect.name, self.saved)
+
+    def __enter__(self) -> object:
+        self._saved.append(self.start())
+        return self.value
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._saved.pop().stop()  # type: ignore[attr-defined]
+
+    def __call__(self, func: object) -> object:
+        def wrapper() -> object:
+            with self:
+                return func()  # type: ignore[operator]
+
+        return wrapper
+
+
+def test_schedule_rejects_an_order_that_does_not_match() -> None:
+    """A Schedule whose order does not count each thread's steps is refused."""
+    with pytest.raises(ValueError, match="once per step"):
+        Schedule(threads=((With(0),),), order=(0,))
+
+
+def test_schedule_str_numbers_steps_in_global_order() -> None:
+    """str(schedule) shows each thread's program with the global step numbers."""
+    schedule = Schedule(
+        threads=((With(0, (Call(0),), raises=True),), (Start(1),)), order=(0, 1, 0, 0)
+    )
+    assert str(schedule).splitlines() == [
+        "thread 0:",
+        "  0  with r0:",
+        "  2    call c0",
+        "  3  exit r0 raising ScheduledError",
+        "thread 1:",
+        "  1  start r1",
+    ]
+
+
+def test_out_of_order_exits_across_threads_run_in_the_given_order() -> None:
+    """enter A, enter B, exit A, exit B across two threads happens exactly in that order."""
+    mod = _module()
+    seen: list[tuple[str, object]] = []
+    redirects = [_NaiveRedirect(mod, "value", "A"), _NaiveRedirect(mod, "value", "B")]
+
+    def look() -> None:
+        seen.append((threading.current_thread().name, mod.value))
+
+    schedule = Schedule(
+        threads=((With(0, (Call(0),)),), (With(1, (Call(0),)),)),
+        order=(0, 0, 1, 1, 0, 1),
+    )
+    snap = snapshot(mod)
+    trace = schedule.run(redirects, [look])
+    assert [value for _, value in seen] == ["A", "B"]
+    assert seen[1][0] != threading.current_thread().name
+    assert [line.split(": ", 1)[1] for line in trace] == [
+        "enter r0",
+        "call c0",
+        "enter r1",
+        "call c0",
+        "exit r0",
+        "exit r1",
+    ]
+    # The naive redirect leaks A's value here: the schedule exposes it.
+    assert [(d.name, d.new) for d in snap.diff()] == [("value", "A")]
+
+
+def test_stop_picks_any_live_handle_and_leftovers_are_stopped() -> None:
+    """Stop(k) stops the k-th oldest live handle; handles left live are stopped at the end."""
+    stopped: list[int] = []
+
+    class Counting:
+        def __init__(self, number: int) -> None:
+            self.number = number
+
+        def start(self) -> Counting:
+            return self
+
+        def stop(self) -> None:
+            stopped.append(self.number)
+
+    schedule = Schedule(threads=((Start(0), Start(1), Start(2), Stop(1)),), order=(0,) * 4)
+    schedule.run([Counting(0), Counting(1), Counting(2)])
+    assert stopped == [1, 0, 2]
+
+
+def test_exceptions_are_raised_inside_and_must_propagate() -> None:
+    """raises=True raises ScheduledError inside; a redirect that swallows it fails the run."""
+
+    class Swallowing(_NaiveRedirect):
+        def __exit__(self, *exc_info: object) -> bool:  # type: ignore[override]
+            super().__exit__(*exc_info)
+            return True
+
+    mod = _module()
+    Schedule(threads=((With(0, raises=True),),), order=(0, 0)).run(
+        [_NaiveRedirect(mod, "value", 2)]
+    )
+    with pytest.raises(AssertionError, match="swallowed"):
+        Schedule(threads=((With(0, raises=True),),), order=(0, 0)).run(
+            [Swallowing(mod, "value", 2)]
+        )
+    assert mod.value == 1
+
+
+def test_decorated_calls_run_the_body_inside_the_redirect() -> None:
+    """Decorated runs its body inside the decorated function and passes its result through."""
+    mod = _module()
+    seen: list[object] = []
+    schedule = Schedule(threads=((Decorated(0, (Call(0),)),),), order=(0, 0, 0))
+    schedule.run([_NaiveRedirect(mod, "value", 7)], [lambda: seen.append(mod.value)])
+    assert seen == [7]
+    assert mod.value == 1
+
+
+def test_a_failing_step_aborts_all_threads_and_is_raised() -> None:
+    """An error in one thread's step stops the others and is re-raised by run()."""
+    mod = _module()
+
+    def boom() -> None:
+        raise KeyError("boom")
+
+    schedule = Schedule(
+        threads=((With(0, (Call(0),)),), (With(0, (Call(1),)),)),
+        order=(0, 1, 1, 0, 0, 1),
+    )
+    with pytest.raises(KeyError, match="boom"):
+        schedule.run([_NaiveRedirect(mod, "value", 2)], [lambda: None, boom])
+
+
+def test_a_stuck_step_times_out() -> None:
+    """A step that never finishes makes run() raise TimeoutError instead of hanging."""
+    release = threading.Event()
+    schedule = Schedule(threads=((Call(0),), (Call(1),)), order=(1, 0))
+    try:
+        with pytest.raises(TimeoutError):
+            schedule.run([], [lambda: None, lambda: release.wait(5)], timeout=0.2)
+    finally:
+        release.set()
+
+
+@settings(max_examples=50, deadline=None)
+@given(schedules(redirects=2, callables=1, threads=3))
+def test_generated_schedules_are_valid_and_run(schedule: Schedule) -> None:
+    """Every generated schedule is consistent and runs to completion against redirects that nest."""
+    assert 1 <= len(schedule.threads) <= 3
+    counter = types.SimpleNamespace(n=0)
+
+    class Counting:
+        def start(self) -> Counting:
+            counter.n += 1
+            return self
+
+        def stop(self) -> None:
+            counter.n -= 1
+
+        def __enter__(self) -> None:
+            counter.n += 1
+
+        def __exit__(self, *exc_info: object) -> None:
+            counter.n -= 1
+
+        def __call__(self, func: object) -> object:
+            def wrapper() -> object:
+                with self:
+                    return func()  # type: ignore[operator]
+
+            return wrapper
+
+    trace = schedule.run([Counting(), Counting()], [lambda: None])
+    assert len(trace) == len(schedule.order)
+    assert counter.n == 0
+
+
+def test_schedules_validates_its_arguments() -> None:
+    """schedules() needs something to schedule and at least one thread."""
+    with pytest.raises(ValueError, match="at least one redirect"):
+        schedules(0)
+    with pytest.raises(ValueError, match="threads"):
+        schedules(1, threads=0)
