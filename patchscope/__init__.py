@@ -1,3 +1,42 @@
-"""Scoped monkey-patching with exact restoration."""
+"""patchscope: scoped monkey-patching with exact restoration.
+
+``redirect_attr`` rebinds a name (process-wide or only for the current thread
+or asyncio task), ``redirect_construction`` intercepts every construction of a
+class through any alias, ``combine`` and ``during`` group and attach redirects,
+and ``active()`` lists what is live. Every public object here is thread-safe;
+see each docstring for its contract. ``import patchscope`` imports neither
+torch nor pytest nor hypothesis.
+"""
+
+from ._construct import redirect_construction
+from ._errors import (
+    AttributeMissingError,
+    PatchscopeError,
+    RedirectConflictWarning,
+    RestoreError,
+    TargetNotWritableError,
+    TargetResolutionError,
+    UnsupportedTargetError,
+)
+from ._redirect import ActivationGroup, Redirect, combine, during, redirect_attr
+from ._registry import Activation, active
 
 __version__ = "0.1.0"
+
+__all__ = [
+    "Activation",
+    "ActivationGroup",
+    "AttributeMissingError",
+    "PatchscopeError",
+    "Redirect",
+    "RedirectConflictWarning",
+    "RestoreError",
+    "TargetNotWritableError",
+    "TargetResolutionError",
+    "UnsupportedTargetError",
+    "active",
+    "combine",
+    "during",
+    "redirect_attr",
+    "redirect_construction",
+]

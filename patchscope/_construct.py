@@ -1,0 +1,218 @@
+"""redirect_construction: every construction of a class, through any name.
+
+Rebinding ``torch.cuda.Event`` does not reach ``from torch.cuda import Event``,
+``torch.cuda.streams.Event`` or references stored elsewhere (ANCHORS). The
+class object itself is the one thing every alias shares, so the class's own
+``__new__`` is replaced by one shared dispatcher per class while any
+construction redirect of it is live. The dispatcher asks, per call, whether an
+activation applies in the calling context and otherwise runs the original
+``__new__``. The class keeps its identity, so ``pickle``, ``isinstance`` and
+``is`` keep working everywhere.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import copyreg
+import inspect
+import sys
+import weakref
+from typing import Any
+
+from . import _registry
+from ._errors import TargetNotWritableError
+from ._redirect import Redirect, check_scope
+from ._registry import Activation, enter_activation, object_new
+from ._resolve import OWN, describe
+
+# Python-level callers of cls.__new__(cls) that rebuild an existing object:
+# copy.copy/deepcopy and the pure-Python pickler go through these.
+_REBUILDERS = frozenset(
+    {copyreg.__newobj__.__code__, copyreg.__newobj_ex__.__code__}  # type: ignore[attr-defined]
+)
+_IMMUTABLE = 1 << 8  # Py_TPFLAGS_IMMUTABLETYPE
+
+_dispatchers: weakref.WeakKeyDictionary[type, _Dispatcher] = weakref.WeakKeyDictionary()
+
+
+class _Construction:
+    """What one construction redirect builds, and for which classes."""
+
+    __slots__ = ("include_subclasses", "process", "replacement", "subclass_replacement")
+
+    def __init__(self, cls: type, replacement: Any, include_subclasses: bool, scope: str) -> None:
+        self.replacement = replacement
+        self.include_subclasses = include_subclasses
+        self.process = scope == "process"
+        self.subclass_replacement = isinstance(replacement, type) and issubclass(
+            replacement, cls
+        )
+
+
+class _Dispatcher:
+    """The ``__new__`` installed on a class while any construction redirect is live.
+
+    One per class, shared by all activations, so nested and concurrent
+    activations install the identical object and never stack wrappers.
+    """
+
+    __slots__ = ("__weakref__", "new", "var")
+
+    def __init__(self, cls: type) -> None:
+        self.var: contextvars.ContextVar[tuple[Activation, ...]] = contextvars.ContextVar(
+            f"patchscope:{cls.__qualname__}.__new__", default=()
+        )
+        var_get = self.var.get
+        entries_get = _registry._entries.get
+        key = (id(cls), "__new__")
+
+        def __new__(klass: type, *args: Any, **kwargs: Any) -> Any:
+            entry = entries_get(key)
+            acts = var_get()
+            # This context's innermost live activation wins, then the most
+            # recent process-scope one, then the original __new__.
+            if acts:
+                for act in reversed(acts):
+                    if act.open:
+                        built = _build(cls, act._spec, klass, args, kwargs)
+                        if built is not _NOT_APPLIED:
+                            return built
+                        break
+            if entry is not None:
+                for act in reversed(entry.stack):
+                    if act.open and act._spec.process:
+                        built = _build(cls, act._spec, klass, args, kwargs)
+                        if built is not _NOT_APPLIED:
+                            return built
+                        break
+                if entry.kind == OWN:
+                    raw = entry.original
+                    func: Any = raw.__func__ if isinstance(raw, staticmethod) else raw
+                    return func(klass, *args, **kwargs)
+            base_new = super(cls, klass).__new__  # type: ignore[arg-type]
+            if base_new is object.__new__:
+                # With a __new__ installed, object.__new__ rejects extra
+                # arguments; without one it ignores them when __init__ is
+                # overridden.
+                return object_new(klass, *args, **kwargs)
+            return base_new(klass, *args, **kwargs)
+
+        __new__.__qualname__ = f"{cls.__qualname__}.__new__"
+        try:
+            shown = inspect.signature(cls)
+        except (TypeError, ValueError):
+            pass
+        else:
+            # inspect.signature(cls) reads __new__'s signature minus its first
+            # parameter: keep showing the class's own signature everywhere.
+            first = inspect.Parameter("cls", inspect.Parameter.POSITIONAL_ONLY)
+            __new__.__signature__ = shown.replace(  # type: ignore[attr-defined]
+                parameters=[first, *shown.parameters.values()]
+            )
+        self.new = staticmethod(__new__)
+
+
+_NOT_APPLIED: Any = object()
+
+
+def _build(
+    cls: type, how: _Construction, klass: type, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> Any:
+    """Build the replacement if *how* applies to *klass*, else _NOT_APPLIED."""
+    if not (klass is cls or (how.include_subclasses and klass is not how.replacement)):
+        return _NOT_APPLIED
+    # copy/deepcopy rebuild an existing instance: build the real class. Frame
+    # 2 is the caller of cls.__new__ (this helper is 0, the dispatcher 1).
+    if sys._getframe(2).f_code in _REBUILDERS:
+        return _NOT_APPLIED
+    replacement = how.replacement
+    if how.subclass_replacement:
+        # type.__call__ then runs replacement.__init__ exactly once.
+        return replacement.__new__(replacement, *args, **kwargs)
+    return replacement(*args, **kwargs)
+
+
+def _dispatcher_for(cls: type) -> _Dispatcher:
+    # Under the registry lock: two dispatchers for one class would each watch
+    # their own ContextVar while only one of them is installed.
+    with _registry._lock:
+        d = _dispatchers.get(cls)
+        if d is None:
+            d = _dispatchers[cls] = _Dispatcher(cls)
+        return d
+
+
+class ConstructionRedirect(Redirect):
+    """Constructions of a class build the replacement while active."""
+
+    __slots__ = ("_cls", "_how", "_replacement", "_scope")
+
+    def __init__(self, cls: type, replacement: Any, scope: str, include_subclasses: bool) -> None:
+        super().__init__()
+        self._cls = cls
+        self._replacement = replacement
+        self._scope = scope
+        self._how = _Construction(cls, replacement, include_subclasses, scope)
+
+    def _activate(self, code: Any, lasti: int) -> Activation:
+        cls = self._cls
+        disp = _dispatcher_for(cls)
+        act = Activation(self, disp.new, code, lasti)
+        act._spec = self._how
+        if self._scope == "context":
+            act._slot = disp  # the registry clears it from this context on exit
+        # Context scope: the registry pushes *act* onto disp.var after entry.
+        enter_activation(cls, "__new__", True, act)
+        return act
+
+    def __repr__(self) -> str:
+        return (
+            f"redirect_construction({describe(self._cls)}, {self._how.replacement!r}, "
+            f"scope={self._scope!r})"
+        )
+
+
+def redirect_construction(
+    cls: type,
+    replacement: Any,
+    *,
+    scope: str = "context",
+    include_subclasses: bool = False,
+) -> Redirect:
+    """Every construction ``cls(*args, **kwargs)`` builds ``replacement(*args, **kwargs)``.
+
+    Reaches every name bound to the class (``from torch.cuda import Event``,
+    ``torch.cuda.streams.Event``, references stored on other objects), because
+    it intercepts the class's own ``__new__``; the identity of *cls* never
+    changes. Subclasses construct normally unless ``include_subclasses=True``.
+    A *replacement* that is a subclass of *cls* is built with its own
+    ``__init__`` run exactly once.
+
+    Edges: copying an instance (``copy``/``deepcopy``) inside the scope builds
+    the real class; ``pickle.loads`` of an instance of *cls* in the activating
+    context calls ``cls.__new__`` from C and so builds the replacement (unpickle
+    outside the scope). ``inspect.signature(cls)`` is unchanged throughout,
+    in every context.
+
+    Thread safety: ``scope="context"`` (default) affects only the activating
+    thread/asyncio task; other threads construct the real class at the same
+    time. ``scope="process"`` affects every thread. Activations may end in any
+    order from any thread.
+    """
+    if not isinstance(cls, type):
+        raise TypeError(
+            f"redirect_construction() needs a class, got {type(cls).__name__} {cls!r}; "
+            "use redirect_attr() for other callables"
+        )
+    if cls.__flags__ & _IMMUTABLE:
+        raise TargetNotWritableError(
+            f"cannot intercept construction of {describe(cls)}: it is an immutable "
+            "builtin or extension type whose __new__ cannot be replaced; redirect the "
+            "name it is called through with redirect_attr() instead"
+        )
+    if not callable(replacement):
+        raise TypeError(
+            f"redirect_construction({describe(cls)}, ...): the replacement must be "
+            f"callable, got {type(replacement).__name__} {replacement!r}"
+        )
+    return ConstructionRedirect(cls, replacement, check_scope(scope), bool(include_subclasses))

@@ -1,0 +1,759 @@
+"""The table of live activations, its lock, and the context-local slots.
+
+One :class:`_Entry` exists per ``(target, name)`` while anything redirects it.
+It records the original once, so exits may come in any order from any thread:
+the visible value is always recomputed from the entry's stack of live
+activations (the bug ``mock.patch`` and ``monkeypatch`` share is that each
+patcher saves "the original" itself, so a non-LIFO exit reinstalls a
+replacement forever).
+
+Process activations write the attribute. Context activations install a
+descriptor that answers per :class:`contextvars.Context`: a data descriptor on
+a private subclass of the module's class (the original stays in the module's
+``__dict__``), or a non-data descriptor in the class's ``__dict__``. The
+descriptor is removed as soon as no context activation of that attribute is
+live anywhere, so nothing is left behind.
+
+All bookkeeping happens under one re-entrant lock (re-entrant because reading
+an attribute can run a module ``__getattr__`` that imports code that patches),
+re-created in a forked child. The process-scope ``with`` path is written for
+speed: one lock section on entry and one on exit.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import os
+import sys
+import threading
+import types
+import warnings
+import weakref
+from typing import Any
+
+from ._cpython import inherits_object_new, repair_new
+from ._errors import (
+    RedirectConflictWarning,
+    RestoreError,
+    TargetNotWritableError,
+    UnsupportedTargetError,
+)
+from ._resolve import ABSENT, OWN, SETATTR, capture, describe, resolve
+
+_lock = threading.RLock()
+_entries: dict[tuple[int, str], _Entry] = {}
+# id(module) -> [original class, private subclass, number of live slots on it]
+_module_swaps: dict[int, list[Any]] = {}
+_class_slots: weakref.WeakKeyDictionary[type, dict[str, _ClassSlot]] = (
+    weakref.WeakKeyDictionary()
+)
+_module_classes: weakref.WeakKeyDictionary[types.ModuleType, type] = (
+    weakref.WeakKeyDictionary()
+)
+_get_ident = threading.get_ident
+_getframe = sys._getframe
+
+# The with-blocks that could not be paired cheaply: a linked list of
+# (handles list, handle, next) for this context (see pair_enter).
+_with_stack: contextvars.ContextVar[tuple[Any, ...] | None] = contextvars.ContextVar(
+    "patchscope.with_stack", default=None
+)
+
+
+def _reinit_after_fork() -> None:
+    # The parent may have forked while another thread held the lock; the
+    # child has only this thread, so a fresh lock is correct.
+    global _lock
+    _lock = threading.RLock()
+
+
+os.register_at_fork(after_in_child=_reinit_after_fork)
+
+
+class Activation:
+    """One live (or ended) activation of one ``(target, name)``.
+
+    Returned by :meth:`Redirect.start` for a single redirect and by
+    :func:`patchscope.active`. :meth:`stop` may be called from any thread, any
+    number of times; attribute reads are safe at any time.
+    """
+
+    # Class-level defaults keep construction to five stores (hot path).
+    open = True
+    _entry: _Entry | None = None
+    _slot: Any = None  # the context-local holder (anything with a ``var``)
+    _spec: Any = None  # extra data of the redirect kind (constructions)
+    _ctx = False  # installed through a context slot
+    _pushed = False  # paired through the context's with-stack
+
+    def __init__(self, redirect: Any, value: object, code: Any, lasti: int) -> None:
+        self._redirect = redirect
+        self._value = value  # what the registry installs
+        self._code = code
+        self._lasti = lasti
+        self.thread_id = _get_ident()
+
+    @property
+    def target(self) -> object:
+        """The object whose attribute is redirected."""
+        assert self._entry is not None
+        return self._entry.target
+
+    @property
+    def name(self) -> str:
+        """The redirected attribute's name (``"__new__"`` for constructions)."""
+        assert self._entry is not None
+        return self._entry.name
+
+    @property
+    def replacement(self) -> object:
+        """What the redirect puts in place (for constructions: what is built)."""
+        shown = self._redirect._replacement
+        return self._value if shown is ABSENT else shown
+
+    @property
+    def scope(self) -> str:
+        """``"process"`` or ``"context"``."""
+        return self._redirect._scope  # type: ignore[no-any-return]
+
+    @property
+    def activations(self) -> tuple[Activation, ...]:
+        """``(self,)``: the same shape as a combined activation's handle."""
+        return (self,)
+
+    @property
+    def thread_name(self) -> str:
+        """Name of the thread that entered this activation."""
+        for thread in threading.enumerate():
+            if thread.ident == self.thread_id:
+                return thread.name
+        return f"<ended thread {self.thread_id}>"
+
+    @property
+    def site(self) -> str:
+        """``"path/to/file.py:LINE"`` where the activation was entered."""
+        code = self._code
+        if code is None:
+            return "<unknown>"
+        line = code.co_firstlineno
+        for start, end, lineno in code.co_lines():
+            if start <= self._lasti < end and lineno is not None:
+                line = lineno
+                break
+        return f"{code.co_filename}:{line}"
+
+    def stop(self) -> None:
+        """End this activation; harmless if it has ended already.
+
+        Raises :class:`RestoreError` if putting the original back failed (the
+        registry is consistent either way).
+        """
+        exit_activation(self)
+
+    def __repr__(self) -> str:
+        state = "live" if self.open else "ended"
+        if self._entry is None:
+            return f"<Activation {state}>"
+        return (
+            f"<Activation {state} {describe(self._entry.target)}.{self._entry.name} -> "
+            f"{self.replacement!r} scope={self.scope!r} at {self.site}>"
+        )
+
+
+class _Entry:
+    __slots__ = (
+        "installed",
+        "kind",
+        "n_context",
+        "name",
+        "original",
+        "slot",
+        "stack",
+        "target",
+        "written",
+    )
+
+    def __init__(self, target: object, name: str, kind: int, original: object) -> None:
+        self.target = target
+        self.name = name
+        self.kind = kind
+        self.original = original
+        self.stack: list[Activation] = []
+        self.n_context = 0
+        self.slot: _ModuleSlot | _ClassSlot | None = None
+        self.written = False  # a process value was written into the target
+        self.installed: object = ABSENT  # what we last wrote, for conflict checks
+
+
+# ---------------------------------------------------------------------------
+# context-local slots
+
+
+class _ModuleSlot:
+    """Data descriptor on a module's private subclass; the value stays in its dict."""
+
+    __slots__ = ("dict", "name", "var")
+
+    def __init__(self, module: types.ModuleType, name: str) -> None:
+        self.dict = module.__dict__
+        self.name = name
+        self.var: contextvars.ContextVar[tuple[Activation, ...]] = contextvars.ContextVar(
+            f"patchscope:{module.__name__}.{name}", default=()
+        )
+
+    def __get__(self, instance: object, owner: type | None = None) -> Any:
+        acts = self.var.get()
+        if acts:
+            for act in reversed(acts):
+                if act.open:
+                    return act._value
+        try:
+            return self.dict[self.name]
+        except KeyError:
+            # module_getattro turns this into the usual message, or calls the
+            # module's __getattr__ exactly as without the slot.
+            raise AttributeError(self.name) from None
+
+    def __set__(self, instance: object, value: object) -> None:
+        self.dict[self.name] = value
+
+    def __delete__(self, instance: object) -> None:
+        try:
+            del self.dict[self.name]
+        except KeyError:
+            raise AttributeError(self.name) from None
+
+
+class _ClassSlot:
+    """Non-data descriptor in a class's ``__dict__``; binds like the raw value would.
+
+    Non-data, so an instance's own ``__dict__`` still wins as it did before.
+    """
+
+    __slots__ = ("cls", "fallback", "name", "var")
+
+    def __init__(self, cls: type, name: str) -> None:
+        self.cls = cls
+        self.name = name
+        self.fallback: object = ABSENT
+        self.var: contextvars.ContextVar[tuple[Activation, ...]] = contextvars.ContextVar(
+            f"patchscope:{cls.__qualname__}.{name}", default=()
+        )
+
+    def __get__(self, instance: object, owner: type | None = None) -> Any:
+        acts = self.var.get()
+        value = self.fallback
+        if acts:
+            for act in reversed(acts):
+                if act.open:
+                    value = act._value
+                    break
+        if value is ABSENT:
+            value = self._inherited(instance, owner)
+        get = getattr(type(value), "__get__", None)
+        if get is None:
+            return value
+        return get(value, instance, owner)
+
+    def _inherited(self, instance: object, owner: type | None) -> object:
+        mro = (owner if owner is not None else type(instance)).__mro__
+        start = mro.index(self.cls) + 1 if self.cls in mro else 0
+        for klass in mro[start:]:
+            d = klass.__dict__
+            if self.name in d:
+                return d[self.name]
+        for klass in type.__getattribute__(type(self.cls), "__mro__"):
+            if self.name in klass.__dict__:
+                return klass.__dict__[self.name]
+        raise AttributeError(
+            f"type object {self.cls.__qualname__!r} has no attribute {self.name!r}"
+        )
+
+
+def _module_class_for(module: types.ModuleType) -> type:
+    sub = _module_classes.get(module)
+    if sub is None or sub.__base__ is not type(module):
+        base = type(module)
+        sub = type(base.__name__, (base,), {"__slots__": (), "__module__": base.__module__})
+        _module_classes[module] = sub
+    return sub
+
+
+def _install_slot(entry: _Entry) -> None:
+    target, name = entry.target, entry.name
+    if isinstance(target, types.ModuleType):
+        swap = _module_swaps.get(id(target))
+        sub = swap[1] if swap is not None else _module_class_for(target)
+        slot = sub.__dict__.get(name)
+        if not isinstance(slot, _ModuleSlot):
+            slot = _ModuleSlot(target, name)
+            setattr(sub, name, slot)
+        if swap is None:
+            base = type(target)
+            try:
+                target.__class__ = sub
+            except TypeError as exc:
+                raise _not_writable(target, name, exc) from exc
+            _module_swaps[id(target)] = [base, sub, 1]
+        else:
+            swap[2] += 1
+        entry.slot = slot
+        return
+    assert isinstance(target, type)
+    slots = _class_slots.get(target)
+    if slots is None:
+        slots = _class_slots[target] = {}
+    cslot = slots.get(name)
+    if cslot is None:
+        cslot = slots[name] = _ClassSlot(target, name)
+    cslot.fallback = _process_value(entry)
+    try:
+        setattr(target, name, cslot)
+    except (TypeError, AttributeError) as exc:
+        raise _not_writable(target, name, exc) from exc
+    entry.slot = cslot
+
+
+def _uninstall_slot(entry: _Entry) -> None:
+    target = entry.target
+    slot = entry.slot
+    entry.slot = None
+    if isinstance(target, types.ModuleType):
+        swap = _module_swaps[id(target)]
+        swap[2] -= 1
+        if swap[2] == 0:
+            del _module_swaps[id(target)]
+            if type(target) is swap[1]:
+                target.__class__ = swap[0]
+        return
+    # Class: the slot leaves the class dict; the process value goes back in.
+    if target.__dict__.get(entry.name) is slot:
+        entry.written = True
+    _write_process_state(entry)
+
+
+_OBJECT_NEW: Any = object.__dict__["__new__"]
+_OBJECT_INIT: Any = object.__dict__["__init__"]
+
+
+def _lookup_init(cls: type) -> object:
+    for klass in cls.__mro__:
+        if "__init__" in klass.__dict__:
+            return klass.__dict__["__init__"]
+    return _OBJECT_INIT
+
+
+def object_new(cls: type, *args: Any, **kwargs: Any) -> Any:
+    """``object.__new__`` as ``type.__call__`` uses it, for classes given a ``__new__``."""
+    if (args or kwargs) and _lookup_init(cls) is _OBJECT_INIT:
+        raise TypeError(f"{cls.__qualname__}() takes no arguments")
+    return object.__new__(cls)
+
+
+#: Left in a class whose inherited ``object.__new__`` was redirected (see below).
+OBJECT_NEW_STANDIN = staticmethod(object_new)
+
+
+# ---------------------------------------------------------------------------
+# reading and writing the visible value
+
+
+def _process_top(entry: _Entry) -> Activation | None:
+    for act in reversed(entry.stack):
+        if not act._ctx:
+            return act
+    return None
+
+
+def _process_value(entry: _Entry) -> object:
+    top = _process_top(entry)
+    if top is not None:
+        return top._value
+    return entry.original if entry.kind == OWN else ABSENT
+
+
+def _read(entry: _Entry) -> object:
+    if entry.kind == SETATTR:
+        return getattr(entry.target, entry.name, ABSENT)
+    return entry.target.__dict__.get(entry.name, ABSENT)
+
+
+def _not_writable(target: object, name: str, exc: BaseException) -> TargetNotWritableError:
+    return TargetNotWritableError(
+        f"cannot redirect attribute {name!r} of {describe(target)}: the target refuses the write "
+        f"({type(exc).__name__}: {exc}); redirect the attribute where it is defined "
+        "or on an object that accepts writes"
+    )
+
+
+def _write_process_state(entry: _Entry) -> None:
+    """Make the target show the current process value (top replacement or original).
+
+    Class targets with a live context slot keep the slot in their dict and
+    only update its fallback.
+    """
+    target, name = entry.target, entry.name
+    top = _process_top(entry)
+    slot = entry.slot
+    if isinstance(slot, _ClassSlot):
+        slot.fallback = _process_value(entry)
+        return
+    if top is not None:
+        setattr(target, name, top._value)
+        entry.installed = top._value
+        entry.written = True
+        return
+    if not entry.written:
+        return
+    entry.written = False
+    entry.installed = ABSENT
+    if entry.kind == OWN or (entry.kind == SETATTR and entry.original is not ABSENT):
+        setattr(target, name, entry.original)
+    elif entry.kind == SETATTR or name in target.__dict__:
+        delattr(target, name)
+        if (
+            name == "__new__"
+            and isinstance(target, type)
+            and inherits_object_new(target)
+            and not repair_new(target)
+        ):
+            # CPython cannot take a __new__ away again by itself (see
+            # _cpython); where the slot cannot be repaired, keep the class
+            # working with a stand-in that behaves exactly like object.__new__.
+            setattr(target, name, OBJECT_NEW_STANDIN)
+
+
+# ---------------------------------------------------------------------------
+# entering and exiting
+
+
+def enter_activation(target: object, name: str, create: bool, act: Activation) -> None:
+    """Register *act* on ``target.name`` and make it visible; all-or-nothing."""
+    key = (id(target), name)
+    with _lock:
+        entry = _entries.get(key)
+        new = entry is None
+        if entry is None:
+            kind, original = capture(target, name, create)
+            entry = _Entry(target, name, kind, original)
+        if act._ctx:
+            _enter_context(entry, act)
+        else:
+            entry.stack.append(act)
+            try:
+                if entry.slot is None:
+                    # Plain rebinding: the fast path.
+                    setattr(target, name, act._value)
+                    entry.installed = act._value
+                    entry.written = True
+                else:
+                    _write_process_state(entry)
+            except Exception as exc:
+                entry.stack.pop()
+                raise _not_writable(target, name, exc) from exc
+        act._entry = entry
+        if new:
+            _entries[key] = entry
+    if act._slot is not None:
+        var = act._slot.var
+        acts = var.get()
+        var.set((*[a for a in acts if a.open], act) if acts else (act,))
+
+
+def _enter_context(entry: _Entry, act: Activation) -> None:
+    target = entry.target
+    if not isinstance(target, (types.ModuleType, type)) or entry.kind == SETATTR:
+        raise UnsupportedTargetError(
+            f"cannot redirect attribute {entry.name!r} of {describe(target)} with scope='context': "
+            "context-local redirects work on module and class attributes stored in "
+            "__dict__; redirect the class attribute instead, or use scope='process'"
+        )
+    entry.stack.append(act)
+    entry.n_context += 1
+    if entry.slot is None:
+        try:
+            _install_slot(entry)
+        except BaseException:
+            entry.stack.pop()
+            entry.n_context -= 1
+            raise
+    act._slot = entry.slot
+
+
+def _exit_locked(act: Activation) -> tuple[object, BaseException | None]:
+    """Remove *act* under the lock; return (conflicting value or ABSENT, restore error)."""
+    act.open = False
+    entry = act._entry
+    if entry is None:
+        return ABSENT, None
+    stack = entry.stack
+    was_top = stack[-1] is act
+    if was_top:
+        stack.pop()
+    else:
+        stack.remove(act)
+    conflict: object = ABSENT
+    error: BaseException | None = None
+    try:
+        if entry.slot is None:
+            if was_top:
+                current = _read(entry)
+                if current is not entry.installed and entry.written:
+                    # Someone else rebound the name while we held it.
+                    conflict = current
+                _write_process_state(entry)
+        else:
+            if act._ctx:
+                entry.n_context -= 1
+            if entry.n_context == 0:
+                if isinstance(entry.slot, _ClassSlot):
+                    current = entry.target.__dict__.get(entry.name, ABSENT)
+                    if current is not entry.slot:
+                        conflict = current
+                _uninstall_slot(entry)
+            _write_process_state(entry)
+    except Exception as exc:
+        error = exc
+    if not stack:
+        del _entries[(id(entry.target), entry.name)]
+    return conflict, error
+
+
+def _after_exit(act: Activation, conflict: object, error: BaseException | None) -> None:
+    slot = act._slot
+    if slot is not None:
+        var = slot.var
+        acts = var.get()
+        if act in acts:
+            var.set(tuple(a for a in acts if a.open))
+    if conflict is not ABSENT:
+        warnings.warn(
+            RedirectConflictWarning(
+                f"{describe(act.target)} attribute {act.name!r} was rebound to {conflict!r} "
+                "by someone else while redirected; restoring the original anyway"
+            ),
+            stacklevel=4,
+        )
+    if error is not None:
+        raise RestoreError(
+            f"restoring attribute {act.name!r} of {describe(act.target)} failed: {error}", [error]
+        ) from error
+
+
+def exit_activation(act: Activation) -> None:
+    """End *act*; idempotent. Warns on conflicts, raises RestoreError after cleanup."""
+    lock = _lock
+    lock.acquire()
+    try:
+        if not act.open:
+            return
+        conflict, error = _exit_locked(act)
+    finally:
+        lock.release()
+    _after_exit(act, conflict, error)
+
+
+# ---------------------------------------------------------------------------
+# pairing with-blocks with their handles
+#
+# A Redirect holds no per-activation state, so ``__exit__`` must find the
+# handle its ``__enter__`` made. Each Redirect keeps the list of its live
+# with-handles. When that list holds one handle, it is the one. A handle is
+# also pushed on the context's with-stack when its thread already had a live
+# with-handle of the same Redirect (nesting, recursion, asyncio tasks), so
+# exits pair exactly; every other handle is the only one of its thread.
+
+
+def pair_enter(handles: list[Any], handle: Any) -> None:
+    """Record *handle* as a live with-handle; call under the lock."""
+    if handles:
+        me = handle.thread_id
+        for other in handles:
+            if other.thread_id == me:
+                handle._pushed = True
+                break
+    handles.append(handle)
+
+
+def push_handle(handles: list[Any], handle: Any) -> None:
+    """Push a paired handle on this context's with-stack (after pair_enter)."""
+    _with_stack.set((handles, handle, _with_stack.get()))
+
+
+def pair_exit(handles: list[Any]) -> Any:
+    """Find and forget the handle the current ``__exit__`` belongs to; under the lock."""
+    handle = None
+    node = _with_stack.get()
+    if node is not None:
+        me = _get_ident()
+        skipped = []
+        # A node counts if it is this redirect's, live, and this thread's (a
+        # context copied into another thread carries the parent's nodes).
+        while node is not None and not (
+            node[0] is handles and node[1].thread_id == me and node[1] in handles
+        ):
+            skipped.append(node)
+            node = node[2]
+        if node is not None:
+            handle = node[1]
+            rest = node[2]
+            for other in reversed(skipped):
+                rest = (other[0], other[1], rest)
+            _with_stack.set(rest)
+    if handle is None:
+        if len(handles) == 1:
+            handle = handles[0]
+        else:
+            me = _get_ident()
+            for other in reversed(handles):
+                if other.thread_id == me and not other._pushed:
+                    handle = other
+                    break
+    if handle is None:
+        raise RuntimeError("__exit__ without a matching __enter__ in this thread")
+    handles.remove(handle)
+    return handle
+
+
+def enter_with(redirect: Any) -> Any:
+    """``Redirect.__enter__`` of a single-attribute redirect (process scope inline).
+
+    Registry and pairing happen in one lock section. A redirect used again
+    and again reuses its last registry entry instead of allocating one.
+    """
+    if redirect._ctx:
+        return generic_enter(redirect, _getframe(1))
+    frame = _getframe(1)
+    act = Activation(redirect, redirect._value, frame.f_code, frame.f_lasti)
+    key = redirect._key
+    if key is None:
+        target = resolve(redirect._target)
+        key = (id(target), redirect._name)
+    else:
+        target = redirect._target
+    value = act._value
+    name = key[1]
+    lock = _lock
+    lock.acquire()
+    try:
+        entry = _entries.get(key)
+        if entry is None:
+            entry = redirect._spare
+            own = target.__dict__ if redirect._plain else None
+            if entry is not None and own is not None and name in own:
+                # Same target, plain module/class attribute: re-read the original.
+                redirect._spare = None
+                entry.original = own[name]
+            else:
+                kind, original = capture(target, name, redirect._create)
+                entry = _Entry(target, name, kind, original)
+            try:
+                setattr(target, name, value)
+            except Exception as exc:
+                raise _not_writable(target, name, exc) from exc
+            entry.installed = value
+            entry.written = True
+            entry.stack.append(act)
+            _entries[key] = entry
+        else:
+            entry.stack.append(act)
+            try:
+                if entry.slot is None:
+                    setattr(target, name, value)
+                    entry.installed = value
+                    entry.written = True
+                else:
+                    _write_process_state(entry)
+            except Exception as exc:
+                entry.stack.pop()
+                raise _not_writable(target, name, exc) from exc
+        act._entry = entry
+        handles = redirect._handles
+        if handles:
+            pair_enter(handles, act)
+        else:
+            handles.append(act)
+    finally:
+        lock.release()
+    if act._pushed:
+        push_handle(handles, act)
+    return redirect._replacement
+
+
+def exit_with(redirect: Any, *exc_info: object) -> None:
+    """``Redirect.__exit__`` of a single-attribute redirect (process scope inline)."""
+    if redirect._ctx:
+        generic_exit(redirect)
+        return
+    conflict: object = ABSENT
+    error: BaseException | None = None
+    lock = _lock
+    lock.acquire()
+    try:
+        handles = redirect._handles
+        if len(handles) == 1 and _with_stack.get() is None:
+            act = handles.pop()
+        else:
+            act = pair_exit(handles)
+        if not act.open:
+            return
+        entry = act._entry
+        stack = entry.stack
+        if len(stack) == 1 and entry.slot is None and entry.kind == OWN:
+            # The common case: the only activation ends; put the original back.
+            act.open = False
+            stack.pop()
+            target, name = entry.target, entry.name
+            del _entries[(id(target), name)]
+            current = target.__dict__.get(name, ABSENT)
+            if current is not entry.installed:
+                # Someone else rebound the name while we held it.
+                conflict = current
+            entry.written = False
+            try:
+                setattr(target, name, entry.original)
+            except Exception as exc:
+                error = exc
+            if redirect._plain:
+                redirect._spare = entry
+        else:
+            conflict, error = _exit_locked(act)
+    finally:
+        lock.release()
+    if conflict is not ABSENT or error is not None:
+        _after_exit(act, conflict, error)
+
+
+def generic_enter(redirect: Any, frame: Any) -> Any:
+    """``__enter__`` for any Redirect: activate, then pair the handle."""
+    handle = redirect._activate(frame.f_code, frame.f_lasti)
+    lock = _lock
+    lock.acquire()
+    try:
+        pair_enter(redirect._handles, handle)
+    finally:
+        lock.release()
+    if handle._pushed:
+        push_handle(redirect._handles, handle)
+    return handle.replacement if isinstance(handle, Activation) else handle.value
+
+
+def generic_exit(redirect: Any) -> None:
+    """``__exit__`` for any Redirect: find this with-block's handle and stop it."""
+    lock = _lock
+    lock.acquire()
+    try:
+        handle = pair_exit(redirect._handles)
+    finally:
+        lock.release()
+    handle.stop()
+
+
+def active() -> tuple[Activation, ...]:
+    """Snapshot of every live activation, oldest first within each attribute.
+
+    Thread-safe: taken under the registry lock; the activations may end right
+    after it returns.
+    """
+    with _lock:
+        return tuple(act for entry in _entries.values() for act in entry.stack)
