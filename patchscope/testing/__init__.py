@@ -4,7 +4,8 @@
 changed. This module imports neither hypothesis nor pytest.
 """
 
-from ._snapshot import ABSENT, Difference, Snapshot, snapshot
+from .._resolve import ABSENT
+from ._snapshot import Difference, Snapshot, snapshot
 
 __all__ = [
     "ABSENT",

@@ -1,7 +1,8 @@
 """The schedule model: what the hypothesis strategies generate and how it runs.
 
 A :class:`Schedule` is one program of operations per thread plus the global
-order in which their steps run. Every step waits for its turn at a turnstile,
+order in which their steps run; schedules and operations are immutable
+values, safe to share between threads. Every step waits for its turn at a turnstile,
 so a schedule is a deterministic interleaving, not a race: it replays the same
 way every time, which is what lets hypothesis shrink a failure.
 

@@ -10,45 +10,15 @@ but different object is still a patch.
 from __future__ import annotations
 
 import dataclasses
-import enum
-import types
 from collections.abc import Iterable
 from typing import Final
+
+from .._resolve import ABSENT, describe
 
 #: Names the interpreter itself writes into module dictionaries: the
 #: ``warnings`` machinery adds ``__warningregistry__`` to the module that
 #: triggered a warning, which is not a patch.
 _IGNORED: Final = frozenset({"__warningregistry__"})
-
-
-class _Absent(enum.Enum):
-    """Typed marker for "the name was not in the dictionary"."""
-
-    ABSENT = "ABSENT"
-
-    def __repr__(self) -> str:
-        return "<absent>"
-
-
-#: The ``old`` of an added name and the ``new`` of a removed one.
-ABSENT: Final = _Absent.ABSENT
-
-
-def _describe(owner: object) -> str:
-    if isinstance(owner, types.ModuleType):
-        return f"<module {owner.__name__!r}>"
-    if isinstance(owner, type):
-        return f"<class '{owner.__module__}.{owner.__qualname__}'>"
-    # object.__repr__ cannot fail, unlike a user's __repr__ on a half-built object.
-    return object.__repr__(owner)
-
-
-def _short_repr(value: object) -> str:
-    try:
-        text = repr(value)
-    except Exception:
-        text = object.__repr__(value)
-    return text if len(text) <= 100 else text[:97] + "..."
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,12 +45,12 @@ class Difference:
         return "changed"
 
     def __str__(self) -> str:
-        where = f"{_describe(self.owner)}.{self.name}"
+        where = f"{describe(self.owner)}.{self.name}"
         if self.old is ABSENT:
-            return f"{where}: added {_short_repr(self.new)}"
+            return f"{where}: added {describe(self.new)}"
         if self.new is ABSENT:
-            return f"{where}: removed (was {_short_repr(self.old)})"
-        return f"{where}: {_short_repr(self.old)} -> {_short_repr(self.new)}"
+            return f"{where}: removed (was {describe(self.old)})"
+        return f"{where}: {describe(self.old)} -> {describe(self.new)}"
 
 
 class Snapshot:
@@ -106,7 +76,7 @@ class Snapshot:
                 namespace = vars(obj)
             except TypeError:
                 raise TypeError(
-                    f"cannot snapshot {_short_repr(obj)}: it has no __dict__; "
+                    f"cannot snapshot {describe(obj)}: it has no __dict__; "
                     "snapshot its module or class instead"
                 ) from None
             saved.append((obj, type(obj), dict(namespace)))

@@ -8,8 +8,8 @@ steps across threads. Failures shrink towards fewer threads, fewer and
 shallower operations, no exceptions, and running thread by thread.
 
 Importing this module imports hypothesis; ``import patchscope.testing`` does
-not. The strategies are pure data generators and safe to use from any thread
-that hypothesis itself allows.
+not. Thread safety: the strategies hold no state (draw from them as
+hypothesis allows); schedules and their operations are immutable.
 """
 
 from __future__ import annotations
