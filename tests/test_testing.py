@@ -1,4 +1,4 @@
-"""Tests of patchscope.testing: snapshots, the schedule model and its strategies."""
+"""Tests of patchscope.testing: snapshots, the schedule model and strategies, check_restores."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ from unittest import mock
 import pytest
 from hypothesis import given, settings
 
-from patchscope.testing import ABSENT, Difference, snapshot
+import patchscope
+from patchscope.testing import ABSENT, Difference, check_restores, snapshot
 from patchscope.testing.strategies import (
     Call,
     Decorated,
@@ -392,3 +393,116 @@ def test_schedules_validates_its_arguments() -> None:
         schedules(0)
     with pytest.raises(ValueError, match="threads"):
         schedules(1, threads=0)
+
+
+# -- check_restores -----------------------------------------------------------
+
+
+class _Base:
+    def __init__(self, value: int = 0) -> None:
+        self.value = value
+
+
+class _Replacement(_Base):
+    pass
+
+
+@pytest.mark.parametrize("scope", ["process", "context"])
+def test_check_restores_passes_for_patchscope_redirects(scope: str) -> None:
+    """Schedules of redirect_attr and combine, in both scopes, restore module and class exactly."""
+    mod = _module()
+
+    class Owner(_Owner):
+        pass
+
+    check_restores(
+        lambda: [
+            patchscope.redirect_attr(mod, "value", 2, scope=scope),
+            patchscope.combine(
+                patchscope.redirect_attr(mod, "value", 3, scope=scope),
+                patchscope.redirect_attr(Owner, "plain", 4, scope=scope),
+            ),
+        ],
+        watch=[mod, Owner],
+        threads=3,
+        max_examples=40,
+    )
+
+
+def test_check_restores_passes_for_a_decorated_class_and_constructions() -> None:
+    """A decorated class, built amid redirect_construction, leaves both classes as they were."""
+
+    class Base(_Base):
+        pass
+
+    class Holder:
+        cls = Base
+
+    holder = Holder
+    during_init = patchscope.redirect_attr(holder, "cls", _Replacement, scope="context")
+
+    @during_init
+    class Model:
+        def __init__(self) -> None:
+            self.seen = holder.cls
+
+    def build() -> None:
+        assert Model().seen is _Replacement
+
+    check_restores(
+        lambda: [
+            during_init,
+            patchscope.redirect_construction(Base, _Replacement),
+            build,
+        ],
+        watch=[holder, Base, Model],
+        max_examples=40,
+    )
+
+
+def test_check_restores_finds_and_shrinks_the_mock_patch_leak() -> None:
+    """A save-on-enter redirect fails with the shrunk schedule, and the module is put back."""
+    mod = _module()
+    with pytest.raises(AssertionError) as info:
+        check_restores(lambda: [_NaiveRedirect(mod, "value", 2)], watch=[mod], max_examples=200)
+    message = str(info.value)
+    assert "restore check failed" in message
+    assert "not restored: <module 'fake_mod'>.value: 1 -> 2" in message
+    assert "steps as they ran:" in message
+    # The smallest leak: two starts, stopped oldest first at the end.
+    assert "Schedule(threads=((Start(redirect=0), Start(redirect=0)),), order=(0, 0))" in message
+    assert mod.value == 1
+
+
+def test_check_restores_fails_when_a_callable_raises() -> None:
+    """An exception from a user callable fails the check and names the exception."""
+    mod = _module()
+
+    def broken() -> None:
+        raise LookupError("user code failed")
+
+    with pytest.raises(AssertionError, match=r"a step raised LookupError\('user code failed'\)"):
+        check_restores(lambda: [broken], watch=[mod], max_examples=5)
+
+
+def test_check_restores_stops_activations_left_live() -> None:
+    """A callable that starts and never stops an activation fails, and the activation is stopped."""
+    mod = _module()
+    before = len(patchscope.active())
+
+    def leak() -> None:
+        patchscope.redirect_attr(mod, "value", 9).start()
+
+    live = r"still live: <Activation live <module 'fake_mod'>\.value"
+    with pytest.raises(AssertionError, match=live):
+        check_restores(lambda: [leak], watch=[mod], max_examples=5)
+    assert len(patchscope.active()) == before
+    assert mod.value == 1
+
+
+def test_check_restores_validates_its_arguments() -> None:
+    """Empty watch= and items that are neither redirects nor callables are refused."""
+    with pytest.raises(ValueError, match="watch="):
+        check_restores(lambda: [lambda: None], watch=[])
+    with pytest.raises(TypeError, match="neither a redirect"):
+        check_restores(lambda: [3], watch=[_module()], max_examples=1)
