@@ -63,7 +63,8 @@ def check_restores(
                     "(with start()) nor a callable"
                 )
         before = Snapshot(watched)
-        live = {id(activation) for activation in patchscope.active()}
+        # Held, not just their ids: an id is only unique while its object lives.
+        live = {id(activation): activation for activation in patchscope.active()}
         schedule = data.draw(schedules(len(redirects), len(callables), threads=threads))
         run = _Run(schedule, redirects, callables, timeout=10.0)
         error: Exception | None = None
