@@ -130,13 +130,12 @@ class Schedule:
     ) -> list[str]:
         """Run the schedule; return the steps as they ran, one line each.
 
-        Thread 0's program runs in the calling thread, the others in new
-        threads. Handles still live at the end are stopped by the calling
-        thread, oldest first. An exception from a step (other than the
-        :class:`ScheduledError` the schedule raises itself) aborts the other
-        threads at their next step and is re-raised here after the cleanup;
-        a step that does not finish within *timeout* seconds raises
-        :class:`TimeoutError`.
+        Each thread's program runs in a new thread; handles still live at the
+        end are stopped by the calling thread, oldest first. An exception from
+        a step (other than the :class:`ScheduledError` the schedule raises
+        itself) aborts the other threads at their next step and is re-raised
+        here after the cleanup; a step that does not finish within *timeout*
+        seconds raises :class:`TimeoutError` (its thread is left behind).
         """
         return _Run(self, redirects, callables, timeout).execute()
 
@@ -190,21 +189,26 @@ class _Run:
         self.trace: list[str] = []
 
     def execute(self) -> list[str]:
+        # Every program runs in a thread of its own, so that the calling
+        # thread can give up on a stuck step instead of hanging with it.
         workers = [
             threading.Thread(
                 target=self._program, args=(t,), name=f"patchscope-schedule-{t}", daemon=True
             )
-            for t in range(1, len(self._schedule.threads))
+            for t in range(len(self._schedule.threads))
         ]
         for worker in workers:
             worker.start()
-        self._program(0)
         for worker in workers:
             worker.join(self._timeout)
             if worker.is_alive():
                 self._fail(TimeoutError(f"{worker.name} did not finish within {self._timeout} s"))
-        for _, handle in self._pool:
-            handle.stop()
+        for started, handle in self._pool:
+            self.trace.append(f"end: stop handle h{started}")
+            try:
+                handle.stop()
+            except Exception as error:
+                self._fail(error)
         self._pool.clear()
         if self._failure is not None:
             raise self._failure
