@@ -56,17 +56,25 @@ class _Dispatcher:
     activations install the identical object and never stack wrappers.
     """
 
-    __slots__ = ("__weakref__", "new", "var")
+    __slots__ = ("__weakref__", "base", "new", "var")
 
     def __init__(self, cls: type) -> None:
         self.var: contextvars.ContextVar[tuple[Activation, ...]] = contextvars.ContextVar(
             f"patchscope:{cls.__qualname__}.__new__", default=()
         )
+        # [the __new__ that cls inherits]; refreshed at each activation.
+        self.base: list[Any] = [object.__new__]
         var_get = self.var.get
         entries_get = _registry._entries.get
         key = (id(cls), "__new__")
+        base = self.base
+        # Weak: the dispatcher is cached per class and must not keep it alive.
+        cls_ref = weakref.ref(cls)
+        shown_cls = cls
+        del cls
 
         def __new__(klass: type, *args: Any, **kwargs: Any) -> Any:
+            cls: Any = cls_ref()
             entry = entries_get(key)
             acts = var_get()
             # This context's innermost live activation wins, then the most
@@ -89,17 +97,19 @@ class _Dispatcher:
                     raw = entry.original
                     func: Any = raw.__func__ if isinstance(raw, staticmethod) else raw
                     return func(klass, *args, **kwargs)
-            base_new = super(cls, klass).__new__  # type: ignore[arg-type]
-            if base_new is object.__new__:
-                # With a __new__ installed, object.__new__ rejects extra
-                # arguments; without one it ignores them when __init__ is
-                # overridden.
-                return object_new(klass, *args, **kwargs)
+            base_new = base[0] if klass is cls else super(cls, klass).__new__  # type: ignore[misc]
+            if base_new is _OBJECT_NEW:
+                if args or kwargs:
+                    # With a __new__ installed, object.__new__ rejects extra
+                    # arguments; without one it ignores them when __init__
+                    # is overridden.
+                    return object_new(klass, *args, **kwargs)
+                return _OBJECT_NEW(klass)
             return base_new(klass, *args, **kwargs)
 
-        __new__.__qualname__ = f"{cls.__qualname__}.__new__"
+        __new__.__qualname__ = f"{shown_cls.__qualname__}.__new__"
         try:
-            shown = inspect.signature(cls)
+            shown = inspect.signature(shown_cls)
         except (TypeError, ValueError):
             pass
         else:
@@ -109,10 +119,12 @@ class _Dispatcher:
             __new__.__signature__ = shown.replace(  # type: ignore[attr-defined]
                 parameters=[first, *shown.parameters.values()]
             )
-        self.new = staticmethod(__new__)
+        del shown_cls
+        self.new: staticmethod[..., Any] = staticmethod(__new__)
 
 
 _NOT_APPLIED: Any = object()
+_OBJECT_NEW: Any = object.__new__
 
 
 def _build(
@@ -146,6 +158,8 @@ class ConstructionRedirect(Redirect):
     """Constructions of a class build the replacement while active."""
 
     __slots__ = ("_cls", "_how", "_replacement", "_scope")
+    _name = "__new__"
+    _create = True
 
     def __init__(self, cls: type, replacement: Any, scope: str, include_subclasses: bool) -> None:
         super().__init__()
@@ -157,12 +171,17 @@ class ConstructionRedirect(Redirect):
     def _activate(self, code: Any, lasti: int) -> Activation:
         cls = self._cls
         disp = _dispatcher_for(cls)
+        for klass in cls.__mro__[1:]:
+            if "__new__" in klass.__dict__:
+                raw = klass.__dict__["__new__"]
+                disp.base[0] = raw.__func__ if isinstance(raw, staticmethod) else raw
+                break
         act = Activation(self, disp.new, code, lasti)
         act._spec = self._how
         if self._scope == "context":
             act._slot = disp  # the registry clears it from this context on exit
         # Context scope: the registry pushes *act* onto disp.var after entry.
-        enter_activation(cls, "__new__", True, act)
+        enter_activation(self, cls, act)
         return act
 
     def __repr__(self) -> str:

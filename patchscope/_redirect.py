@@ -103,6 +103,10 @@ class Redirect:
     """
 
     __slots__ = ("__weakref__", "_handles")
+    # Only single-attribute redirects recycle their registry entry.
+    _plain = False
+    _spare = None
+    _create = False
 
     def __init__(self) -> None:
         self._handles: list[Any] = []  # live with-handles, guarded by the registry lock
@@ -181,7 +185,7 @@ class AttrRedirect(Redirect):
         act = Activation(self, self._value, code, lasti)
         if self._ctx:
             act._ctx = True
-        enter_activation(target, self._name, self._create, act)
+        enter_activation(self, target, act)
         return act
 
     # The hot path: one lock section on entry and one on exit (see _registry).
@@ -325,7 +329,7 @@ class During(Redirect):
             capture(owner, self._name, create=False)  # raises the usual error
         wrapper = wrap_raw(self._inner, raw)
         act = Activation(self, wrapper, code, lasti)
-        enter_activation(owner, self._name, False, act)
+        enter_activation(self, owner, act)
         return act
 
     def __repr__(self) -> str:

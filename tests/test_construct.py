@@ -238,3 +238,19 @@ def test_construction_and_attr_redirect_combined() -> None:
     ):
         assert isinstance(mod.Event(), HostEvent) and mod.flag == 1
     assert not hasattr(mod, "flag") and type(mod.Event()) is Event
+
+
+def test_construction_redirect_does_not_keep_class_alive() -> None:
+    """A class whose construction was redirected can be garbage collected afterwards."""
+    import gc
+    import weakref
+
+    class Temp:
+        pass
+
+    with redirect_construction(Temp, HostEvent):
+        assert isinstance(Temp(), HostEvent)
+    ref = weakref.ref(Temp)
+    del Temp
+    gc.collect()
+    assert ref() is None

@@ -317,3 +317,41 @@ def test_generator_decorated_with_context_scope(mod: types.ModuleType) -> None:
     assert mod.value == 10
     assert next(g) == 1
     assert mod.value == 10
+
+
+def test_repeated_activations_do_not_grow_the_context() -> None:
+    """Fresh redirects in a loop reuse one ContextVar per attribute: the context stays small."""
+    m = types.ModuleType("m")
+    m.value = 1
+
+    class C:
+        value = 1
+
+    for _ in range(3):
+        with redirect_attr(m, "value", 2, scope="context"):
+            pass
+        with redirect_attr(C, "value", 2, scope="context"):
+            pass
+    size = len(contextvars.copy_context())
+    for _ in range(200):
+        with redirect_attr(m, "value", 2, scope="context"):
+            pass
+        with redirect_attr(C, "value", 2, scope="context"):
+            pass
+    assert len(contextvars.copy_context()) == size
+
+
+def test_context_redirect_does_not_keep_class_alive() -> None:
+    """A class redirected in context scope can be garbage collected afterwards."""
+    import gc
+    import weakref
+
+    class Temp:
+        value = 1
+
+    with redirect_attr(Temp, "value", 2, scope="context"):
+        assert Temp.value == 2
+    ref = weakref.ref(Temp)
+    del Temp
+    gc.collect()
+    assert ref() is None
