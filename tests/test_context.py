@@ -355,3 +355,23 @@ def test_context_redirect_does_not_keep_class_alive() -> None:
     del Temp
     gc.collect()
     assert ref() is None
+
+
+def test_two_attributes_of_one_module_again_and_again() -> None:
+    """Context redirects of two names of one module work after the module class came back."""
+    m = types.ModuleType("m")
+    m.value, m.other = 1, "x"
+
+    def both() -> patchscope.Redirect:
+        return patchscope.combine(
+            redirect_attr(m, "value", 3, scope="context"),
+            redirect_attr(m, "other", 4, scope="context"),
+        )
+
+    for _ in range(3):
+        handle = _run_in_thread(lambda: both().start())
+        handle.stop()
+        with both():
+            assert (m.value, m.other) == (3, 4)
+        assert (m.value, m.other) == (1, "x") and type(m) is types.ModuleType
+    assert patchscope.active() == ()

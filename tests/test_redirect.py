@@ -533,3 +533,20 @@ def test_nn_module_wrong_type_refused_nothing_changed() -> None:
     with pytest.raises(TargetNotWritableError, match="'weight'"):
         redirect_attr(lin, "weight", torch.zeros(2, 2)).start()
     assert lin.weight is weight and patchscope.active() == ()
+
+
+def test_start_stacklevel_reports_the_callers_caller() -> None:
+    """start(stacklevel=2) records the line that called the helper."""
+    mod = types.ModuleType("m")
+    mod.value = 1
+
+    def helper() -> patchscope.Activation | patchscope.ActivationGroup:
+        return redirect_attr(mod, "value", 2).start(stacklevel=2)
+
+    handle = helper()
+    line = sys._getframe().f_lineno - 1
+    try:
+        assert patchscope.active()[0].site == f"{__file__}:{line}"
+        assert patchscope.active()[0].open is True
+    finally:
+        handle.stop()

@@ -436,13 +436,6 @@ def test_check_restores_passes_for_patchscope_redirects(scope: str) -> None:
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="core bug: after a combine of two context redirects of one module is "
-    "stopped from another thread, the next activation of the second attribute "
-    "raises UnsupportedTargetError",
-)
 def test_check_restores_on_two_context_attributes_of_one_module() -> None:
     """Combined context redirects of two attributes of one module keep working in any schedule."""
     mod = _module()

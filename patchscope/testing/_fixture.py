@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 import threading
 from typing import Any, TypeAlias
 
@@ -14,11 +13,10 @@ _Handle: TypeAlias = "patchscope.Activation | patchscope.ActivationGroup"
 def _start(redirect: patchscope.Redirect) -> _Handle:
     """``redirect.start()``, entered at the site of the test code that called us.
 
-    ``Redirect.start()`` records its own caller as the entry site; leak reports
-    should point at the test's ``redirect.attr(...)`` line instead, two frames up.
+    Leak reports should point at the test's ``redirect.attr(...)`` line, two
+    frames above this helper.
     """
-    frame = sys._getframe(2)
-    return redirect._activate(frame.f_code, frame.f_lasti)
+    return redirect.start(stacklevel=3)
 
 
 class RedirectFixture:
