@@ -126,12 +126,18 @@ class Activation:
         return (self,)
 
     @property
-    def thread_name(self) -> str:
-        """Name of the thread that entered this activation."""
+    def thread(self) -> threading.Thread | None:
+        """The thread that entered this activation, or None if it has ended."""
         for thread in threading.enumerate():
             if thread.ident == self.thread_id:
-                return thread.name
-        return f"<ended thread {self.thread_id}>"
+                return thread
+        return None
+
+    @property
+    def thread_name(self) -> str:
+        """Name of the thread that entered this activation."""
+        thread = self.thread
+        return thread.name if thread is not None else f"<ended thread {self.thread_id}>"
 
     @property
     def site(self) -> str:

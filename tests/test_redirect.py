@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import sys
+import threading
 import types
 import unittest.mock
 import warnings
@@ -443,6 +444,7 @@ def test_active_reports_target_name_scope_site_thread() -> None:
         assert act.scope == "process"
         assert act.site == f"{__file__}:{line}"
         assert act.thread_name == "MainThread"
+        assert act.thread is threading.current_thread()
         assert "live" in repr(act)
     finally:
         handle.stop()
