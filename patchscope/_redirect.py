@@ -114,13 +114,17 @@ class Redirect:
     def _activate(self, code: Any, lasti: int) -> Activation | ActivationGroup:
         raise NotImplementedError
 
-    def start(self) -> Activation | ActivationGroup:
+    def start(self, *, stacklevel: int = 1) -> Activation | ActivationGroup:
         """Activate now and return the handle; call ``handle.stop()`` to end it.
+
+        The entry site that :func:`patchscope.active` reports is the caller's
+        line; helpers that start redirects for their callers pass
+        ``stacklevel=2`` (as for :func:`warnings.warn`).
 
         Thread-safe. The activation lasts until ``stop()``, whichever thread
         calls it; ``stop()`` twice is harmless.
         """
-        frame = _getframe(1)
+        frame = _getframe(stacklevel)
         return self._activate(frame.f_code, frame.f_lasti)
 
     def __enter__(self) -> Any:

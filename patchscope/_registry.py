@@ -38,7 +38,15 @@ from ._errors import (
     TargetNotWritableError,
     UnsupportedTargetError,
 )
-from ._resolve import ABSENT, OWN, SETATTR, capture, describe, resolve
+from ._resolve import (
+    ABSENT,
+    OWN,
+    SETATTR,
+    capture,
+    describe,
+    private_module_classes,
+    resolve,
+)
 
 _lock = threading.RLock()
 _entries: dict[tuple[int, str], _Entry] = {}
@@ -68,8 +76,10 @@ class Activation:
     """One live (or ended) activation of one ``(target, name)``.
 
     Returned by :meth:`Redirect.start` for a single redirect and by
-    :func:`patchscope.active`. :meth:`stop` may be called from any thread, any
-    number of times; attribute reads are safe at any time.
+    :func:`patchscope.active`, which returns the same object for as long as
+    the activation is live. ``open`` is true until it ends. :meth:`stop` may
+    be called from any thread, any number of times; attribute reads are safe
+    at any time.
     """
 
     # Class-level defaults keep construction to five stores (hot path).
@@ -116,12 +126,18 @@ class Activation:
         return (self,)
 
     @property
-    def thread_name(self) -> str:
-        """Name of the thread that entered this activation."""
+    def thread(self) -> threading.Thread | None:
+        """The thread that entered this activation, or None if it has ended."""
         for thread in threading.enumerate():
             if thread.ident == self.thread_id:
-                return thread.name
-        return f"<ended thread {self.thread_id}>"
+                return thread
+        return None
+
+    @property
+    def thread_name(self) -> str:
+        """Name of the thread that entered this activation."""
+        thread = self.thread
+        return thread.name if thread is not None else f"<ended thread {self.thread_id}>"
 
     @property
     def site(self) -> str:
@@ -308,6 +324,7 @@ def _install_slot(entry: _Entry) -> None:
                 base = type(target)
                 sub = type(base.__name__, (base,), {"__slots__": (), "__module__": base.__module__})
                 _module_subclasses.set(target, sub)
+                private_module_classes.add(sub)
         slot = sub.__dict__.get(name)
         if not isinstance(slot, _ModuleSlot):
             slot = _ModuleSlot(target, name)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import sys
+import threading
 import types
 import unittest.mock
 import warnings
@@ -443,6 +444,7 @@ def test_active_reports_target_name_scope_site_thread() -> None:
         assert act.scope == "process"
         assert act.site == f"{__file__}:{line}"
         assert act.thread_name == "MainThread"
+        assert act.thread is threading.current_thread()
         assert "live" in repr(act)
     finally:
         handle.stop()
@@ -533,3 +535,20 @@ def test_nn_module_wrong_type_refused_nothing_changed() -> None:
     with pytest.raises(TargetNotWritableError, match="'weight'"):
         redirect_attr(lin, "weight", torch.zeros(2, 2)).start()
     assert lin.weight is weight and patchscope.active() == ()
+
+
+def test_start_stacklevel_reports_the_callers_caller() -> None:
+    """start(stacklevel=2) records the line that called the helper."""
+    mod = types.ModuleType("m")
+    mod.value = 1
+
+    def helper() -> patchscope.Activation | patchscope.ActivationGroup:
+        return redirect_attr(mod, "value", 2).start(stacklevel=2)
+
+    handle = helper()
+    line = sys._getframe().f_lineno - 1
+    try:
+        assert patchscope.active()[0].site == f"{__file__}:{line}"
+        assert patchscope.active()[0].open is True
+    finally:
+        handle.stop()
