@@ -157,7 +157,7 @@ def _dispatcher_for(cls: type) -> _Dispatcher:
 class ConstructionRedirect(Redirect):
     """Constructions of a class build the replacement while active."""
 
-    __slots__ = ("_cls", "_how", "_replacement", "_scope")
+    __slots__ = ("_cls", "_disp", "_how", "_plain", "_replacement", "_scope", "_spare")
     _name = "__new__"
     _create = True
 
@@ -167,10 +167,15 @@ class ConstructionRedirect(Redirect):
         self._replacement = replacement
         self._scope = scope
         self._how = _Construction(cls, replacement, include_subclasses, scope)
+        self._disp = _dispatcher_for(cls)
+        # A class's own __new__ is re-read cheaply and the registry entry is
+        # recycled between activations (see _registry._enter_locked).
+        self._plain = type(cls) is type
+        self._spare: Any = None
 
     def _activate(self, code: Any, lasti: int) -> Activation:
         cls = self._cls
-        disp = _dispatcher_for(cls)
+        disp = self._disp
         for klass in cls.__mro__[1:]:
             if "__new__" in klass.__dict__:
                 raw = klass.__dict__["__new__"]

@@ -281,12 +281,11 @@ class Deferred(Redirect):
         super().__init__()
         self._factory = factory
 
-    def _activate(self, code: Any, lasti: int) -> ActivationGroup:
+    def _activate(self, code: Any, lasti: int) -> Activation | ActivationGroup:
         redirect = self._factory()
         if redirect is None:
             return ActivationGroup([], None)
-        handle = redirect._activate(code, lasti)
-        return ActivationGroup([handle], _handle_value(handle))
+        return redirect._activate(code, lasti)
 
     def __repr__(self) -> str:
         return f"deferred({self._factory!r})"
