@@ -108,6 +108,77 @@ def monkeypatch() -> None:
         mp.setattr(mod, "func", _replacement)
 
 
+def _construction_rows() -> list[tuple[str, float, float]]:
+    """(case, undecorated ns, decorated ns) for class construction."""
+    rows = []
+
+    class Plain:
+        def __init__(self) -> None:
+            self.x = 1
+
+    @patchscope.redirect_attr(mod, "func", _replacement)
+    class Decorated:
+        def __init__(self) -> None:
+            self.x = 1
+
+    rows.append(("trivial class", per_op(Plain), per_op(Decorated)))
+    try:
+        import torch
+    except ImportError:
+        print("(torch not installed: nn.Linear rows skipped)")
+        return rows
+
+    torch.manual_seed(0)
+
+    class Linear(torch.nn.Linear):
+        pass
+
+    @patchscope.redirect_attr(mod, "func", _replacement)
+    class DecoratedLinear(torch.nn.Linear):
+        pass
+
+    n = 2_000
+    rows.append(
+        (
+            "torch.nn.Linear(64, 64)",
+            per_op(lambda: Linear(64, 64), n),
+            per_op(lambda: DecoratedLinear(64, 64), n),
+        )
+    )
+    return rows
+
+
+def _other_context_rows() -> list[tuple[str, float, float]]:
+    """(case, direct ns, redirected-elsewhere ns) for calls from a context without activation."""
+    rows: list[tuple[str, float, float]] = []
+    direct_func = per_op(lambda: mod.func())
+    direct_cls = per_op(lambda: mod.Trivial())
+    direct_new = per_op(lambda: Trivial())
+    entered, release = threading.Event(), threading.Event()
+
+    def holder() -> None:
+        with patchscope.redirect_attr(mod, "func", _replacement, scope="context"), \
+                patchscope.redirect_attr(mod, "Trivial", object, scope="context"), \
+                patchscope.redirect_construction(Trivial, object):
+            entered.set()
+            release.wait(60)
+
+    thread = threading.Thread(target=holder)
+    thread.start()
+    entered.wait(60)
+    try:
+        rows.append(("mod.func() [redirect_attr]", direct_func, per_op(lambda: mod.func())))
+        rows.append(("mod.Trivial() [redirect_attr]", direct_cls, per_op(lambda: mod.Trivial())))
+        rows.append(("Trivial() [redirect_construction]", direct_new, per_op(lambda: Trivial())))
+    finally:
+        release.set()
+        thread.join(60)
+    # Nothing installed any more: the same calls must cost what they cost before.
+    rows.append(("mod.func(), no activation anywhere", direct_func, per_op(lambda: mod.func())))
+    rows.append(("Trivial(), no activation anywhere", direct_new, per_op(lambda: Trivial())))
+    return rows
+
+
 def main() -> None:
     rows: list[tuple[str, float]] = []
     f = per_op(floor)
@@ -121,14 +192,27 @@ def main() -> None:
         rows.append(("pytest MonkeyPatch.context", per_op(monkeypatch, N // 5)))
     except ImportError:
         pass
-    print(f"Python {sys.version.split()[0]}, {N} enter+exit per sample, best of {REPEAT}")
+    print(f"Python {sys.version.split()[0]}, best of {REPEAT} samples")
+    print()
+    print("enter+exit of one redirect")
     print(f"{'case':44} {'ns/op':>9} {'x floor':>8}")
     for name, ns in rows:
         print(f"{name:44} {ns:9.0f} {ns / f:8.2f}")
-    ps = dict(rows)["patchscope process, reused object"]
+    table = dict(rows)
+    ps = table["patchscope process, reused object"]
     for other in ("unittest.mock.patch.object", "pytest MonkeyPatch.context"):
-        if other in dict(rows):
-            print(f"{other} / patchscope reused: {dict(rows)[other] / ps:.2f}x")
+        if other in table:
+            print(f"{other} / patchscope reused: {table[other] / ps:.2f}x")
+    print()
+    print("construction, class decorated with a redirect (active during __init__)")
+    print(f"{'case':44} {'plain ns':>9} {'decor ns':>9} {'ratio':>7}")
+    for name, plain, decorated in _construction_rows():
+        print(f"{name:44} {plain:9.0f} {decorated:9.0f} {decorated / plain:7.2f}")
+    print()
+    print("calls from a context without activation while another thread holds one")
+    print(f"{'case':44} {'direct':>9} {'redirect':>9} {'ratio':>7}")
+    for name, direct, redirected in _other_context_rows():
+        print(f"{name:44} {direct:9.0f} {redirected:9.0f} {redirected / direct:7.2f}")
 
 
 if __name__ == "__main__":

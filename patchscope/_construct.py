@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextvars
 import copyreg
+import inspect
 import sys
 import weakref
 from typing import Any
@@ -21,8 +22,8 @@ from typing import Any
 from . import _registry
 from ._errors import TargetNotWritableError
 from ._redirect import Redirect, check_scope
-from ._registry import OBJECT_NEW_STANDIN, Activation, enter_activation, live_stack
-from ._resolve import ABSENT, describe
+from ._registry import Activation, enter_activation, object_new
+from ._resolve import OWN, describe
 
 # Python-level callers of cls.__new__(cls) that rebuild an existing object:
 # copy.copy/deepcopy and the pure-Python pickler go through these.
@@ -37,11 +38,12 @@ _dispatchers: weakref.WeakKeyDictionary[type, _Dispatcher] = weakref.WeakKeyDict
 class _Construction:
     """What one construction redirect builds, and for which classes."""
 
-    __slots__ = ("include_subclasses", "replacement", "subclass_replacement")
+    __slots__ = ("include_subclasses", "process", "replacement", "subclass_replacement")
 
-    def __init__(self, cls: type, replacement: Any, include_subclasses: bool) -> None:
+    def __init__(self, cls: type, replacement: Any, include_subclasses: bool, scope: str) -> None:
         self.replacement = replacement
         self.include_subclasses = include_subclasses
+        self.process = scope == "process"
         self.subclass_replacement = isinstance(replacement, type) and issubclass(
             replacement, cls
         )
@@ -54,50 +56,92 @@ class _Dispatcher:
     activations install the identical object and never stack wrappers.
     """
 
-    __slots__ = ("__weakref__", "new", "var")
+    __slots__ = ("__weakref__", "base", "new", "var")
 
     def __init__(self, cls: type) -> None:
         self.var: contextvars.ContextVar[tuple[Activation, ...]] = contextvars.ContextVar(
             f"patchscope:{cls.__qualname__}.__new__", default=()
         )
+        # [the __new__ that cls inherits]; refreshed at each activation.
+        self.base: list[Any] = [object.__new__]
         var_get = self.var.get
+        entries_get = _registry._entries.get
+        key = (id(cls), "__new__")
+        base = self.base
+        # Weak: the dispatcher is cached per class and must not keep it alive.
+        cls_ref = weakref.ref(cls)
+        shown_cls = cls
+        del cls
 
         def __new__(klass: type, *args: Any, **kwargs: Any) -> Any:
-            original, stack = live_stack(cls, "__new__")
+            cls: Any = cls_ref()
+            entry = entries_get(key)
+            acts = var_get()
             # This context's innermost live activation wins, then the most
             # recent process-scope one, then the original __new__.
-            for act in (*var_get(), *[a for a in stack if a.scope == "process"])[::-1]:
-                if act.open:
-                    how: _Construction = act._spec
-                    applies = klass is cls or (
-                        how.include_subclasses and klass is not how.replacement
-                    )
-                    # copy/deepcopy rebuild an existing instance: build the real class.
-                    if applies and sys._getframe(1).f_code not in _REBUILDERS:
-                        replacement = how.replacement
-                        if how.subclass_replacement:
-                            # type.__call__ then runs replacement.__init__ once.
-                            return replacement.__new__(replacement, *args, **kwargs)
-                        return replacement(*args, **kwargs)
-                    break
-            return _original_new(cls, original, klass, args, kwargs)
+            if acts:
+                for act in reversed(acts):
+                    if act.open:
+                        built = _build(cls, act._spec, klass, args, kwargs)
+                        if built is not _NOT_APPLIED:
+                            return built
+                        break
+            if entry is not None:
+                for act in reversed(entry.stack):
+                    if act.open and act._spec.process:
+                        built = _build(cls, act._spec, klass, args, kwargs)
+                        if built is not _NOT_APPLIED:
+                            return built
+                        break
+                if entry.kind == OWN:
+                    raw = entry.original
+                    func: Any = raw.__func__ if isinstance(raw, staticmethod) else raw
+                    return func(klass, *args, **kwargs)
+            base_new = base[0] if klass is cls else super(cls, klass).__new__  # type: ignore[misc]
+            if base_new is _OBJECT_NEW:
+                if args or kwargs:
+                    # With a __new__ installed, object.__new__ rejects extra
+                    # arguments; without one it ignores them when __init__
+                    # is overridden.
+                    return object_new(klass, *args, **kwargs)
+                return _OBJECT_NEW(klass)
+            return base_new(klass, *args, **kwargs)
 
-        __new__.__qualname__ = f"{cls.__qualname__}.__new__"
-        self.new = staticmethod(__new__)
+        __new__.__qualname__ = f"{shown_cls.__qualname__}.__new__"
+        try:
+            shown = inspect.signature(shown_cls)
+        except (TypeError, ValueError):
+            pass
+        else:
+            # inspect.signature(cls) reads __new__'s signature minus its first
+            # parameter: keep showing the class's own signature everywhere.
+            first = inspect.Parameter("cls", inspect.Parameter.POSITIONAL_ONLY)
+            __new__.__signature__ = shown.replace(  # type: ignore[attr-defined]
+                parameters=[first, *shown.parameters.values()]
+            )
+        del shown_cls
+        self.new: staticmethod[..., Any] = staticmethod(__new__)
 
 
-def _original_new(
-    cls: type, raw: object, klass: type, args: tuple[Any, ...], kwargs: dict[str, Any]
+_NOT_APPLIED: Any = object()
+_OBJECT_NEW: Any = object.__new__
+
+
+def _build(
+    cls: type, how: _Construction, klass: type, args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> Any:
-    if raw is not ABSENT:
-        func = raw.__func__ if isinstance(raw, staticmethod) else raw
-        return func(klass, *args, **kwargs)  # type: ignore[operator]
-    base_new = super(cls, klass).__new__  # type: ignore[arg-type]
-    if base_new is object.__new__:
-        # With a __new__ installed, object.__new__ rejects extra arguments;
-        # without one it ignores them when __init__ is overridden.
-        return OBJECT_NEW_STANDIN.__func__(klass, *args, **kwargs)
-    return base_new(klass, *args, **kwargs)
+    """Build the replacement if *how* applies to *klass*, else _NOT_APPLIED."""
+    if not (klass is cls or (how.include_subclasses and klass is not how.replacement)):
+        return _NOT_APPLIED
+    # copy/deepcopy rebuild an existing instance: build the real class. Frame
+    # 2 is the caller of cls.__new__ (this helper is 0, the dispatcher 1).
+    if sys._getframe(2).f_code in _REBUILDERS:
+        return _NOT_APPLIED
+    replacement = how.replacement
+    if how.subclass_replacement:
+        # type.__call__ then runs replacement.__init__ exactly once.
+        return replacement.__new__(replacement, *args, **kwargs)
+    return replacement(*args, **kwargs)
 
 
 def _dispatcher_for(cls: type) -> _Dispatcher:
@@ -114,23 +158,30 @@ class ConstructionRedirect(Redirect):
     """Constructions of a class build the replacement while active."""
 
     __slots__ = ("_cls", "_how", "_replacement", "_scope")
+    _name = "__new__"
+    _create = True
 
     def __init__(self, cls: type, replacement: Any, scope: str, include_subclasses: bool) -> None:
         super().__init__()
         self._cls = cls
         self._replacement = replacement
         self._scope = scope
-        self._how = _Construction(cls, replacement, include_subclasses)
+        self._how = _Construction(cls, replacement, include_subclasses, scope)
 
     def _activate(self, code: Any, lasti: int) -> Activation:
         cls = self._cls
         disp = _dispatcher_for(cls)
+        for klass in cls.__mro__[1:]:
+            if "__new__" in klass.__dict__:
+                raw = klass.__dict__["__new__"]
+                disp.base[0] = raw.__func__ if isinstance(raw, staticmethod) else raw
+                break
         act = Activation(self, disp.new, code, lasti)
         act._spec = self._how
         if self._scope == "context":
             act._slot = disp  # the registry clears it from this context on exit
         # Context scope: the registry pushes *act* onto disp.var after entry.
-        enter_activation(cls, "__new__", True, act)
+        enter_activation(self, cls, act)
         return act
 
     def __repr__(self) -> str:
@@ -159,9 +210,8 @@ def redirect_construction(
     Edges: copying an instance (``copy``/``deepcopy``) inside the scope builds
     the real class; ``pickle.loads`` of an instance of *cls* in the activating
     context calls ``cls.__new__`` from C and so builds the replacement (unpickle
-    outside the scope). During the window, in the activating context,
-    ``inspect.signature(cls)`` shows ``(*args, **kwargs)``; elsewhere it is
-    unchanged.
+    outside the scope). ``inspect.signature(cls)`` is unchanged throughout,
+    in every context.
 
     Thread safety: ``scope="context"`` (default) affects only the activating
     thread/asyncio task; other threads construct the real class at the same

@@ -103,6 +103,10 @@ class Redirect:
     """
 
     __slots__ = ("__weakref__", "_handles")
+    # Only single-attribute redirects recycle their registry entry.
+    _plain = False
+    _spare = None
+    _create = False
 
     def __init__(self) -> None:
         self._handles: list[Any] = []  # live with-handles, guarded by the registry lock
@@ -110,13 +114,17 @@ class Redirect:
     def _activate(self, code: Any, lasti: int) -> Activation | ActivationGroup:
         raise NotImplementedError
 
-    def start(self) -> Activation | ActivationGroup:
+    def start(self, *, stacklevel: int = 1) -> Activation | ActivationGroup:
         """Activate now and return the handle; call ``handle.stop()`` to end it.
+
+        The entry site that :func:`patchscope.active` reports is the caller's
+        line; helpers that start redirects for their callers pass
+        ``stacklevel=2`` (as for :func:`warnings.warn`).
 
         Thread-safe. The activation lasts until ``stop()``, whichever thread
         calls it; ``stop()`` twice is harmless.
         """
-        frame = _getframe(1)
+        frame = _getframe(stacklevel)
         return self._activate(frame.f_code, frame.f_lasti)
 
     def __enter__(self) -> Any:
@@ -181,7 +189,7 @@ class AttrRedirect(Redirect):
         act = Activation(self, self._value, code, lasti)
         if self._ctx:
             act._ctx = True
-        enter_activation(target, self._name, self._create, act)
+        enter_activation(self, target, act)
         return act
 
     # The hot path: one lock section on entry and one on exit (see _registry).
@@ -325,7 +333,7 @@ class During(Redirect):
             capture(owner, self._name, create=False)  # raises the usual error
         wrapper = wrap_raw(self._inner, raw)
         act = Activation(self, wrapper, code, lasti)
-        enter_activation(owner, self._name, False, act)
+        enter_activation(self, owner, act)
         return act
 
     def __repr__(self) -> str:

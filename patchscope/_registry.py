@@ -31,24 +31,27 @@ import warnings
 import weakref
 from typing import Any
 
+from ._cpython import inherits_object_new, repair_new
 from ._errors import (
     RedirectConflictWarning,
     RestoreError,
     TargetNotWritableError,
     UnsupportedTargetError,
 )
-from ._resolve import ABSENT, OWN, SETATTR, capture, describe, resolve
+from ._resolve import (
+    ABSENT,
+    OWN,
+    SETATTR,
+    capture,
+    describe,
+    private_module_classes,
+    resolve,
+)
 
 _lock = threading.RLock()
 _entries: dict[tuple[int, str], _Entry] = {}
 # id(module) -> [original class, private subclass, number of live slots on it]
 _module_swaps: dict[int, list[Any]] = {}
-_class_slots: weakref.WeakKeyDictionary[type, dict[str, _ClassSlot]] = (
-    weakref.WeakKeyDictionary()
-)
-_module_classes: weakref.WeakKeyDictionary[types.ModuleType, type] = (
-    weakref.WeakKeyDictionary()
-)
 _get_ident = threading.get_ident
 _getframe = sys._getframe
 
@@ -73,8 +76,10 @@ class Activation:
     """One live (or ended) activation of one ``(target, name)``.
 
     Returned by :meth:`Redirect.start` for a single redirect and by
-    :func:`patchscope.active`. :meth:`stop` may be called from any thread, any
-    number of times; attribute reads are safe at any time.
+    :func:`patchscope.active`, which returns the same object for as long as
+    the activation is live. ``open`` is true until it ends. :meth:`stop` may
+    be called from any thread, any number of times; attribute reads are safe
+    at any time.
     """
 
     # Class-level defaults keep construction to five stores (hot path).
@@ -121,12 +126,18 @@ class Activation:
         return (self,)
 
     @property
-    def thread_name(self) -> str:
-        """Name of the thread that entered this activation."""
+    def thread(self) -> threading.Thread | None:
+        """The thread that entered this activation, or None if it has ended."""
         for thread in threading.enumerate():
             if thread.ident == self.thread_id:
-                return thread.name
-        return f"<ended thread {self.thread_id}>"
+                return thread
+        return None
+
+    @property
+    def thread_name(self) -> str:
+        """Name of the thread that entered this activation."""
+        thread = self.thread
+        return thread.name if thread is not None else f"<ended thread {self.thread_id}>"
 
     @property
     def site(self) -> str:
@@ -229,10 +240,10 @@ class _ClassSlot:
     Non-data, so an instance's own ``__dict__`` still wins as it did before.
     """
 
-    __slots__ = ("cls", "fallback", "name", "var")
+    __slots__ = ("cls_ref", "fallback", "name", "var")
 
     def __init__(self, cls: type, name: str) -> None:
-        self.cls = cls
+        self.cls_ref = weakref.ref(cls)  # the class may die; its slots die with it
         self.name = name
         self.fallback: object = ABSENT
         self.var: contextvars.ContextVar[tuple[Activation, ...]] = contextvars.ContextVar(
@@ -255,34 +266,65 @@ class _ClassSlot:
         return get(value, instance, owner)
 
     def _inherited(self, instance: object, owner: type | None) -> object:
+        cls = self.cls_ref()
         mro = (owner if owner is not None else type(instance)).__mro__
-        start = mro.index(self.cls) + 1 if self.cls in mro else 0
+        start = mro.index(cls) + 1 if cls in mro else 0
         for klass in mro[start:]:
             d = klass.__dict__
             if self.name in d:
                 return d[self.name]
-        for klass in type.__getattribute__(type(self.cls), "__mro__"):
+        for klass in type.__getattribute__(type(cls), "__mro__"):
             if self.name in klass.__dict__:
                 return klass.__dict__[self.name]
         raise AttributeError(
-            f"type object {self.cls.__qualname__!r} has no attribute {self.name!r}"
+            f"type object {getattr(cls, '__qualname__', '?')!r} has no attribute {self.name!r}"
         )
 
 
-def _module_class_for(module: types.ModuleType) -> type:
-    sub = _module_classes.get(module)
-    if sub is None or sub.__base__ is not type(module):
-        base = type(module)
-        sub = type(base.__name__, (base,), {"__slots__": (), "__module__": base.__module__})
-        _module_classes[module] = sub
-    return sub
+class _WeakIdCache:
+    """``obj -> value`` for as long as *obj* lives; lookups by identity.
+
+    Slots (and their ContextVars) are cached per target so that repeated
+    context activations reuse one ContextVar: every ContextVar ever set in a
+    thread's context stays in that context, so a fresh one per activation
+    would grow it without bound. Values must not refer to their key.
+    """
+
+    __slots__ = ("_items",)
+
+    def __init__(self) -> None:
+        self._items: dict[int, tuple[weakref.ref[Any], Any]] = {}
+
+    def get(self, obj: object) -> Any:
+        item = self._items.get(id(obj))
+        return item[1] if item is not None and item[0]() is obj else None
+
+    def set(self, obj: object, value: Any) -> None:
+        key, items = id(obj), self._items
+
+        def forget(_: weakref.ref[Any]) -> None:
+            items.pop(key, None)
+
+        items[key] = (weakref.ref(obj, forget), value)
+
+
+_module_subclasses = _WeakIdCache()  # module -> its private subclass
+_class_slots = _WeakIdCache()  # class -> {name: _ClassSlot}
 
 
 def _install_slot(entry: _Entry) -> None:
     target, name = entry.target, entry.name
     if isinstance(target, types.ModuleType):
         swap = _module_swaps.get(id(target))
-        sub = swap[1] if swap is not None else _module_class_for(target)
+        if swap is not None:
+            sub = swap[1]
+        else:
+            sub = _module_subclasses.get(target)
+            if sub is None or sub.__base__ is not type(target):
+                base = type(target)
+                sub = type(base.__name__, (base,), {"__slots__": (), "__module__": base.__module__})
+                _module_subclasses.set(target, sub)
+                private_module_classes.add(sub)
         slot = sub.__dict__.get(name)
         if not isinstance(slot, _ModuleSlot):
             slot = _ModuleSlot(target, name)
@@ -301,7 +343,8 @@ def _install_slot(entry: _Entry) -> None:
     assert isinstance(target, type)
     slots = _class_slots.get(target)
     if slots is None:
-        slots = _class_slots[target] = {}
+        slots = {}
+        _class_slots.set(target, slots)
     cslot = slots.get(name)
     if cslot is None:
         cslot = slots[name] = _ClassSlot(target, name)
@@ -342,21 +385,15 @@ def _lookup_init(cls: type) -> object:
     return _OBJECT_INIT
 
 
-def _inherits_object_new(cls: type) -> bool:
-    for klass in cls.__mro__:
-        if "__new__" in klass.__dict__:
-            return klass.__dict__["__new__"] is _OBJECT_NEW
-    return True
-
-
-def _object_new(cls: type, *args: Any, **kwargs: Any) -> Any:
+def object_new(cls: type, *args: Any, **kwargs: Any) -> Any:
+    """``object.__new__`` as ``type.__call__`` uses it, for classes given a ``__new__``."""
     if (args or kwargs) and _lookup_init(cls) is _OBJECT_INIT:
         raise TypeError(f"{cls.__qualname__}() takes no arguments")
     return object.__new__(cls)
 
 
 #: Left in a class whose inherited ``object.__new__`` was redirected (see below).
-OBJECT_NEW_STANDIN = staticmethod(_object_new)
+OBJECT_NEW_STANDIN = staticmethod(object_new)
 
 
 # ---------------------------------------------------------------------------
@@ -385,7 +422,7 @@ def _read(entry: _Entry) -> object:
 
 def _not_writable(target: object, name: str, exc: BaseException) -> TargetNotWritableError:
     return TargetNotWritableError(
-        f"cannot redirect {describe(target)}.{name}: the target refuses the write "
+        f"cannot redirect attribute {name!r} of {describe(target)}: the target refuses the write "
         f"({type(exc).__name__}: {exc}); redirect the attribute where it is defined "
         "or on an object that accepts writes"
     )
@@ -416,10 +453,14 @@ def _write_process_state(entry: _Entry) -> None:
         setattr(target, name, entry.original)
     elif entry.kind == SETATTR or name in target.__dict__:
         delattr(target, name)
-        if name == "__new__" and isinstance(target, type) and _inherits_object_new(target):
-            # CPython cannot take a __new__ away again: the type's slot keeps
-            # looking __new__ up, and object.__new__ then rejects constructor
-            # arguments (reproducible without patchscope). Keep the class
+        if (
+            name == "__new__"
+            and isinstance(target, type)
+            and inherits_object_new(target)
+            and not repair_new(target)
+        ):
+            # CPython cannot take a __new__ away again by itself (see
+            # _cpython); where the slot cannot be repaired, keep the class
             # working with a stand-in that behaves exactly like object.__new__.
             setattr(target, name, OBJECT_NEW_STANDIN)
 
@@ -428,46 +469,70 @@ def _write_process_state(entry: _Entry) -> None:
 # entering and exiting
 
 
-def enter_activation(target: object, name: str, create: bool, act: Activation) -> None:
-    """Register *act* on ``target.name`` and make it visible; all-or-nothing."""
-    key = (id(target), name)
-    with _lock:
-        entry = _entries.get(key)
-        new = entry is None
-        if entry is None:
-            kind, original = capture(target, name, create)
-            entry = _Entry(target, name, kind, original)
-        if act._ctx:
-            _enter_context(entry, act)
+def _enter_locked(redirect: Any, target: object, key: tuple[int, str], act: Activation) -> None:
+    """Register *act* and make it visible; call under the lock. All-or-nothing."""
+    entry = _entries.get(key)
+    name = key[1]
+    new = entry is None
+    if entry is None:
+        entry = redirect._spare
+        own = target.__dict__ if redirect._plain else None
+        if entry is not None and own is not None and name in own:
+            # Same target, plain module/class attribute: re-read the original.
+            redirect._spare = None
+            entry.kind = OWN
+            entry.original = own[name]
         else:
-            entry.stack.append(act)
-            try:
-                if entry.slot is None:
-                    # Plain rebinding: the fast path.
-                    setattr(target, name, act._value)
-                    entry.installed = act._value
-                    entry.written = True
-                else:
-                    _write_process_state(entry)
-            except Exception as exc:
-                entry.stack.pop()
-                raise _not_writable(target, name, exc) from exc
-        act._entry = entry
-        if new:
-            _entries[key] = entry
+            kind, original = capture(target, name, redirect._create)
+            entry = _Entry(target, name, kind, original)
+    if act._ctx:
+        _enter_context(entry, act)
+    else:
+        value = act._value
+        entry.stack.append(act)
+        try:
+            if entry.slot is None:
+                # Plain rebinding: the fast path.
+                setattr(target, name, value)
+                entry.installed = value
+                entry.written = True
+            else:
+                _write_process_state(entry)
+        except Exception as exc:
+            entry.stack.pop()
+            raise _not_writable(target, name, exc) from exc
+    act._entry = entry
+    if new:
+        _entries[key] = entry
+
+
+def _push_context(act: Activation) -> None:
+    """Make a context activation visible in the current context (after the lock)."""
+    var = act._slot.var
+    acts = var.get()
+    var.set((*[a for a in acts if a.open], act) if acts else (act,))
+
+
+def enter_activation(redirect: Any, target: object, act: Activation) -> None:
+    """Register *act* on ``target.<redirect's name>`` and make it visible; all-or-nothing."""
+    lock = _lock
+    lock.acquire()
+    try:
+        _enter_locked(redirect, target, (id(target), redirect._name), act)
+    finally:
+        lock.release()
     if act._slot is not None:
-        var = act._slot.var
-        acts = var.get()
-        var.set((*[a for a in acts if a.open], act) if acts else (act,))
+        _push_context(act)
 
 
 def _enter_context(entry: _Entry, act: Activation) -> None:
     target = entry.target
     if not isinstance(target, (types.ModuleType, type)) or entry.kind == SETATTR:
         raise UnsupportedTargetError(
-            f"cannot redirect {describe(target)}.{entry.name} with scope='context': "
-            "context-local redirects work on module and class attributes stored in "
-            "__dict__; redirect the class attribute instead, or use scope='process'"
+            f"cannot redirect attribute {entry.name!r} of {describe(target)} with "
+            "scope='context': context-local redirects work on module and class "
+            "attributes stored in __dict__; redirect the class attribute instead, "
+            "or use scope='process'"
         )
     entry.stack.append(act)
     entry.n_context += 1
@@ -488,19 +553,36 @@ def _exit_locked(act: Activation) -> tuple[object, BaseException | None]:
     if entry is None:
         return ABSENT, None
     stack = entry.stack
+    target, name = entry.target, entry.name
+    conflict: object = ABSENT
+    error: BaseException | None = None
+    if len(stack) == 1 and entry.slot is None and entry.kind == OWN:
+        # The common case: the only activation ends; put the original back.
+        stack.pop()
+        del _entries[(id(target), name)]
+        current = target.__dict__.get(name, ABSENT)
+        if current is not entry.installed:
+            # Someone else rebound the name while we held it.
+            conflict = current
+        entry.written = False
+        try:
+            setattr(target, name, entry.original)
+        except Exception as exc:
+            error = exc
+        redirect = act._redirect
+        if redirect._plain:
+            redirect._spare = entry
+        return conflict, error
     was_top = stack[-1] is act
     if was_top:
         stack.pop()
     else:
         stack.remove(act)
-    conflict: object = ABSENT
-    error: BaseException | None = None
     try:
         if entry.slot is None:
             if was_top:
                 current = _read(entry)
                 if current is not entry.installed and entry.written:
-                    # Someone else rebound the name while we held it.
                     conflict = current
                 _write_process_state(entry)
         else:
@@ -508,7 +590,7 @@ def _exit_locked(act: Activation) -> tuple[object, BaseException | None]:
                 entry.n_context -= 1
             if entry.n_context == 0:
                 if isinstance(entry.slot, _ClassSlot):
-                    current = entry.target.__dict__.get(entry.name, ABSENT)
+                    current = target.__dict__.get(name, ABSENT)
                     if current is not entry.slot:
                         conflict = current
                 _uninstall_slot(entry)
@@ -516,7 +598,10 @@ def _exit_locked(act: Activation) -> tuple[object, BaseException | None]:
     except Exception as exc:
         error = exc
     if not stack:
-        del _entries[(id(entry.target), entry.name)]
+        del _entries[(id(target), name)]
+        redirect = act._redirect
+        if redirect._plain and error is None:
+            redirect._spare = entry
     return conflict, error
 
 
@@ -525,19 +610,22 @@ def _after_exit(act: Activation, conflict: object, error: BaseException | None) 
     if slot is not None:
         var = slot.var
         acts = var.get()
-        if act in acts:
+        if len(acts) == 1 and acts[0] is act:
+            var.set(())
+        elif act in acts:
             var.set(tuple(a for a in acts if a.open))
     if conflict is not ABSENT:
         warnings.warn(
             RedirectConflictWarning(
-                f"{describe(act.target)}.{act.name} was rebound to {conflict!r} by someone "
-                "else while redirected; restoring the original anyway"
+                f"{describe(act.target)} attribute {act.name!r} was rebound to {conflict!r} "
+                "by someone else while redirected; restoring the original anyway"
             ),
             stacklevel=4,
         )
     if error is not None:
         raise RestoreError(
-            f"restoring {describe(act.target)}.{act.name} failed: {error}", [error]
+            f"restoring attribute {act.name!r} of {describe(act.target)} failed: {error}",
+            [error],
         ) from error
 
 
@@ -565,7 +653,7 @@ def exit_activation(act: Activation) -> None:
 # exits pair exactly; every other handle is the only one of its thread.
 
 
-def pair_enter(handles: list[Any], handle: Any) -> None:
+def _pair_enter(handles: list[Any], handle: Any) -> None:
     """Record *handle* as a live with-handle; call under the lock."""
     if handles:
         me = handle.thread_id
@@ -576,15 +664,12 @@ def pair_enter(handles: list[Any], handle: Any) -> None:
     handles.append(handle)
 
 
-def push_handle(handles: list[Any], handle: Any) -> None:
-    """Push a paired handle on this context's with-stack (after pair_enter)."""
-    _with_stack.set((handles, handle, _with_stack.get()))
-
-
-def pair_exit(handles: list[Any]) -> Any:
+def _pair_exit(handles: list[Any]) -> Any:
     """Find and forget the handle the current ``__exit__`` belongs to; under the lock."""
-    handle = None
     node = _with_stack.get()
+    if node is None and len(handles) == 1:
+        return handles.pop()
+    handle = None
     if node is not None:
         me = _get_ident()
         skipped = []
@@ -617,125 +702,62 @@ def pair_exit(handles: list[Any]) -> Any:
 
 
 def enter_with(redirect: Any) -> Any:
-    """``Redirect.__enter__`` of a single-attribute redirect (process scope inline).
-
-    Registry and pairing happen in one lock section. A redirect used again
-    and again reuses its last registry entry instead of allocating one.
-    """
-    if redirect._ctx:
-        return generic_enter(redirect, _getframe(1))
+    """``__enter__`` of a single-attribute redirect: registry and pairing in one lock."""
     frame = _getframe(1)
     act = Activation(redirect, redirect._value, frame.f_code, frame.f_lasti)
+    if redirect._ctx:
+        act._ctx = True
     key = redirect._key
     if key is None:
         target = resolve(redirect._target)
         key = (id(target), redirect._name)
     else:
         target = redirect._target
-    value = act._value
-    name = key[1]
+    handles = redirect._handles
     lock = _lock
     lock.acquire()
     try:
-        entry = _entries.get(key)
-        if entry is None:
-            entry = redirect._spare
-            own = target.__dict__ if redirect._plain else None
-            if entry is not None and own is not None and name in own:
-                # Same target, plain module/class attribute: re-read the original.
-                redirect._spare = None
-                entry.original = own[name]
-            else:
-                kind, original = capture(target, name, redirect._create)
-                entry = _Entry(target, name, kind, original)
-            try:
-                setattr(target, name, value)
-            except Exception as exc:
-                raise _not_writable(target, name, exc) from exc
-            entry.installed = value
-            entry.written = True
-            entry.stack.append(act)
-            _entries[key] = entry
-        else:
-            entry.stack.append(act)
-            try:
-                if entry.slot is None:
-                    setattr(target, name, value)
-                    entry.installed = value
-                    entry.written = True
-                else:
-                    _write_process_state(entry)
-            except Exception as exc:
-                entry.stack.pop()
-                raise _not_writable(target, name, exc) from exc
-        act._entry = entry
-        handles = redirect._handles
+        _enter_locked(redirect, target, key, act)
         if handles:
-            pair_enter(handles, act)
+            _pair_enter(handles, act)
         else:
             handles.append(act)
     finally:
         lock.release()
+    if act._slot is not None:
+        _push_context(act)
     if act._pushed:
-        push_handle(handles, act)
+        _with_stack.set((handles, act, _with_stack.get()))
     return redirect._replacement
 
 
 def exit_with(redirect: Any, *exc_info: object) -> None:
-    """``Redirect.__exit__`` of a single-attribute redirect (process scope inline)."""
-    if redirect._ctx:
-        generic_exit(redirect)
-        return
-    conflict: object = ABSENT
-    error: BaseException | None = None
+    """``__exit__`` of a single-attribute redirect: pairing and registry in one lock."""
     lock = _lock
     lock.acquire()
     try:
-        handles = redirect._handles
-        if len(handles) == 1 and _with_stack.get() is None:
-            act = handles.pop()
-        else:
-            act = pair_exit(handles)
+        act = _pair_exit(redirect._handles)
         if not act.open:
             return
-        entry = act._entry
-        stack = entry.stack
-        if len(stack) == 1 and entry.slot is None and entry.kind == OWN:
-            # The common case: the only activation ends; put the original back.
-            act.open = False
-            stack.pop()
-            target, name = entry.target, entry.name
-            del _entries[(id(target), name)]
-            current = target.__dict__.get(name, ABSENT)
-            if current is not entry.installed:
-                # Someone else rebound the name while we held it.
-                conflict = current
-            entry.written = False
-            try:
-                setattr(target, name, entry.original)
-            except Exception as exc:
-                error = exc
-            if redirect._plain:
-                redirect._spare = entry
-        else:
-            conflict, error = _exit_locked(act)
+        conflict, error = _exit_locked(act)
     finally:
         lock.release()
-    if conflict is not ABSENT or error is not None:
+    if conflict is not ABSENT or error is not None or act._slot is not None:
         _after_exit(act, conflict, error)
 
 
 def generic_enter(redirect: Any, frame: Any) -> Any:
     """``__enter__`` for any Redirect: activate, then pair the handle."""
     handle = redirect._activate(frame.f_code, frame.f_lasti)
+    handles = redirect._handles
     lock = _lock
     lock.acquire()
     try:
-        pair_enter(redirect._handles, handle)
+        _pair_enter(handles, handle)
     finally:
         lock.release()
     if handle._pushed:
-        push_handle(redirect._handles, handle)
+        _with_stack.set((handles, handle, _with_stack.get()))
     return handle.replacement if isinstance(handle, Activation) else handle.value
 
 
@@ -744,7 +766,7 @@ def generic_exit(redirect: Any) -> None:
     lock = _lock
     lock.acquire()
     try:
-        handle = pair_exit(redirect._handles)
+        handle = _pair_exit(redirect._handles)
     finally:
         lock.release()
     handle.stop()
@@ -758,15 +780,3 @@ def active() -> tuple[Activation, ...]:
     """
     with _lock:
         return tuple(act for entry in _entries.values() for act in entry.stack)
-
-
-def live_stack(target: object, name: str) -> tuple[object, list[Activation]]:
-    """(raw original or ABSENT, live stack) of ``(target, name)``; lock-free read.
-
-    Reading the entry without the lock is safe under the GIL: the stack list
-    is only mutated in place, and a racing exit is caught by ``act.open``.
-    """
-    entry = _entries.get((id(target), name))
-    if entry is None:
-        return getattr(target, "__dict__", {}).get(name, ABSENT), []
-    return (entry.original if entry.kind == OWN else ABSENT), entry.stack

@@ -14,6 +14,7 @@ import enum
 import importlib
 import keyword
 import types
+import weakref
 from typing import Any, Final
 
 from ._errors import AttributeMissingError, TargetResolutionError
@@ -115,6 +116,11 @@ def resolve(target: object) -> object:
     return obj
 
 
+#: Private module subclasses installed by context-scope redirects; capture
+#: looks through them to the module's own class.
+private_module_classes: weakref.WeakSet[type] = weakref.WeakSet()
+
+
 def lookup_mro(tp: type, name: str) -> object:
     """Raw value of *name* in the first class of ``tp.__mro__`` defining it, else ABSENT."""
     for klass in tp.__mro__:
@@ -143,6 +149,8 @@ def capture(target: object, name: str, create: bool) -> tuple[int, object]:
             return OWN, own[name]  # type: ignore[index]
         meta: object = ABSENT
     else:
+        if tp in private_module_classes:
+            tp = tp.__mro__[1]  # our own per-name slots are not the target's
         meta = lookup_mro(tp, name)
         if meta is not ABSENT and _is_data_descriptor(meta):
             # __slots__ members, properties with setters, type.__doc__ ...: the

@@ -1,0 +1,78 @@
+"""Repair of a CPython type slot that Python code cannot reach.
+
+Setting ``cls.__new__`` on a class that inherits ``object.__new__`` switches
+its ``tp_new`` slot to the generic "look ``__new__`` up" slot, and deleting the
+attribute again does not switch it back (CPython keeps the current slot for
+``__new__``; see ``update_one_slot`` in ``Objects/typeobject.c``). From then
+on ``cls(arg)`` fails with "object.__new__() takes exactly one argument",
+on 3.10 to 3.13 alike, with or without patchscope. A construction redirect
+must leave the class exactly as it was, so after deleting ``__new__`` this
+module writes ``object``'s own ``tp_new`` back into the class (and into the
+subclasses that inherited the change), then calls ``PyType_Modified``.
+
+The slot's offset is not hard-coded: it is found once by looking for
+``object``'s ``tp_new`` in a fresh class that inherits it. Where that is not
+possible (another interpreter, an unexpected layout) :func:`repair_new`
+returns False and the caller keeps the class working another way.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import sys
+from typing import Any
+
+_PY_TP_NEW = 65  # Py_tp_new in Include/typeslots.h
+_probe: tuple[Any, int, int] | bool | None = False  # not computed yet
+
+
+def _words() -> int:
+    size: int = type.__dict__["__basicsize__"].__get__(type)
+    return size // ctypes.sizeof(ctypes.c_void_p)
+
+
+def _locate() -> tuple[Any, int, int] | None:
+    if sys.implementation.name != "cpython":
+        return None
+    try:
+        get_slot = ctypes.pythonapi.PyType_GetSlot
+        get_slot.restype = ctypes.c_void_p
+        get_slot.argtypes = [ctypes.py_object, ctypes.c_int]
+        object_new = get_slot(object, _PY_TP_NEW)
+        probe = type("_Probe", (), {})
+        words = ctypes.c_void_p * _words()
+        found = [i for i, w in enumerate(words.from_address(id(probe))) if w == object_new]
+    except (AttributeError, OSError, ValueError):
+        return None
+    if len(found) != 1 or not object_new:
+        return None
+    return get_slot, object_new, found[0]
+
+
+def inherits_object_new(cls: type) -> bool:
+    """True if *cls* resolves ``__new__`` to ``object.__new__``."""
+    for klass in cls.__mro__:
+        if "__new__" in klass.__dict__:
+            return klass.__dict__["__new__"] is object.__dict__["__new__"]
+    return True
+
+
+def repair_new(cls: type) -> bool:
+    """Give *cls* (and subclasses that follow it) ``object``'s tp_new back; True if done."""
+    global _probe
+    if _probe is False:
+        _probe = _locate()
+    if _probe is None or _probe is True:
+        return False
+    get_slot, object_new, index = _probe
+    count = _words()
+    pending = [cls]
+    while pending:
+        klass = pending.pop()
+        if not inherits_object_new(klass) or klass.__flags__ & (1 << 8):  # immutable
+            continue
+        if get_slot(klass, _PY_TP_NEW) != object_new:
+            (ctypes.c_void_p * count).from_address(id(klass))[index] = object_new
+            ctypes.pythonapi.PyType_Modified(ctypes.py_object(klass))
+        pending.extend(klass.__subclasses__())
+    return True

@@ -1,0 +1,34 @@
+"""``patchscope lint``: find hard-coded ``torch.cuda`` APIs in source code.
+
+The checker parses each file once with :mod:`ast` and resolves import aliases
+(``import torch as t``, ``from torch import cuda``,
+``from torch.cuda import Event as E``, ``import torch.cuda as tc``, ``t =
+torch``), so it neither misses renamed uses nor reports comments and strings.
+It never imports torch, and ``import patchscope`` never imports this package.
+
+Use it from the shell (``patchscope lint src/``), from pre-commit (hook id
+``patchscope-lint``) or from Python::
+
+    from patchscope.lint import lint_paths
+    result = lint_paths(["src"])
+    for finding in result.findings:
+        print(finding.path, finding.line, finding.code, finding.message)
+"""
+
+from ._checker import Finding
+from ._cli import main
+from ._config import ConfigError, LintConfig, load_config
+from ._rules import RULES, Rule
+from ._run import LintResult, lint_paths
+
+__all__ = [
+    "RULES",
+    "ConfigError",
+    "Finding",
+    "LintConfig",
+    "LintResult",
+    "Rule",
+    "lint_paths",
+    "load_config",
+    "main",
+]

@@ -1,0 +1,451 @@
+"""Check one file: parse it once, walk the tree once, report resolved uses.
+
+The walk resolves names the way Python binds them, closely enough for a lint:
+
+* ``import torch as t``, ``import torch.cuda as tc``, ``from torch import cuda``
+  and plain assignments (``t = torch``) bind a name to a dotted path. A
+  parameter, or any binding in an inner scope, shadows it there. Within one
+  scope a name bound to torch *anywhere* stays bound to it: ``try: import
+  torch / except ImportError: torch = None`` is the common case, and a lint
+  should rather over-report a rebound name than miss the import.
+* Function and lambda bodies are walked after the code around them, as
+  pyflakes does, so a function sees the module's imports even when they come
+  after the ``def``. Class bodies do not leak names into their methods.
+* ``from torch.cuda import Event`` is reported at the import: that is where the
+  API is spelled out. Later uses of the bare name are not reported again, the
+  way ruff's banned-api check treats imports. Attribute chains are reported
+  wherever they resolve to an API, through any alias.
+* The global name ``torch`` counts as the torch module when the file never
+  binds it (it then comes from a star import or a test harness).
+
+Comments and string literals never reach the walk; expressions inside
+f-string braces are code and are checked.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import re
+import warnings
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ._rules import PARSE_ERROR, Match, RuleSet
+
+
+@dataclass(frozen=True, order=True)
+class Finding:
+    """One reported use, or a file that could not be parsed (``PS000``).
+
+    ``line`` and ``column`` are 1-based, and ``column`` counts characters (not
+    UTF-8 bytes, as ``ast`` does), so editors land on the right spot. ``api``
+    is the canonical ``torch.cuda`` name, ``None`` for ``PS000``. Immutable;
+    safe to share between threads.
+    """
+
+    path: str
+    line: int
+    column: int
+    code: str
+    message: str
+    end_line: int
+    end_column: int
+    api: str | None = None
+
+
+# ``# patchscope: ignore`` (every code) or ``# patchscope: ignore[PS001, PS003]``,
+# searched for on the reported line only. It is not told apart from a string
+# that spells it: that would take a tokenizer pass over every file with a
+# finding, for a string nobody writes next to a torch.cuda call.
+_SUPPRESS = re.compile(r"#\s*patchscope:\s*ignore\b(?:\[([^\]]*)\])?")
+
+_Scope = dict[str, str | None]
+_Chain = tuple[_Scope, ...]
+_Positioned = ast.expr | ast.alias
+
+
+class _ClassScope(dict[str, str | None]):
+    """A class body's names: visible in the body, not in its methods."""
+
+
+def _tracked(path: str) -> bool:
+    # Only names bound to torch itself or to something under torch.cuda matter.
+    return path == "torch" or path == "torch.cuda" or path.startswith("torch.cuda.")
+
+
+def check_source(data: bytes, path: str, rules: RuleSet) -> list[Finding]:
+    """Findings for one file's raw bytes, sorted by position.
+
+    ``data`` is parsed exactly once with :func:`ast.parse` (which honours
+    encoding cookies and BOMs). A file without the text ``cuda`` cannot
+    reference ``torch.cuda``, so its tree is not walked. Pure function; safe
+    to call from any thread or process.
+    """
+    try:
+        with warnings.catch_warnings():
+            # Invalid escape sequences warn while parsing; they are not ours
+            # to report, and workers would print them to the user's terminal.
+            warnings.simplefilter("ignore")
+            tree = ast.parse(data, filename=path)
+    except SyntaxError as exc:
+        line = exc.lineno or 1
+        column = exc.offset or 1
+        return [_parse_error(path, f"syntax error: {exc.msg}", line, column)]
+    except (ValueError, RecursionError, MemoryError) as exc:
+        # Null bytes (ValueError before 3.12) or nesting too deep to compile.
+        return [_parse_error(path, f"cannot parse: {exc}", 1, 1)]
+    if not rules or b"cuda" not in data:
+        return []
+    walker = _Walker(rules)
+    walker.run(tree)
+    if not walker.hits:
+        return []
+    return _findings(path, data, walker.hits)
+
+
+def check_file(path: str, rules: RuleSet) -> list[Finding]:
+    """Read ``path`` and check it; an unreadable file is a ``PS000`` finding."""
+    try:
+        with open(path, "rb") as stream:
+            data = stream.read()
+    except OSError as exc:
+        return [_parse_error(path, f"cannot read: {exc.strerror or exc}", 1, 1)]
+    return check_source(data, path, rules)
+
+
+def _parse_error(path: str, message: str, line: int, column: int) -> Finding:
+    return Finding(path, line, column, PARSE_ERROR, message, line, column)
+
+
+def _findings(path: str, data: bytes, hits: list[tuple[_Positioned, Match]]) -> list[Finding]:
+    lines = importlib.util.decode_source(data).split("\n")
+    found = []
+    for node, match in hits:
+        line = node.lineno
+        text = lines[line - 1] if line <= len(lines) else ""
+        directive = _SUPPRESS.search(text)
+        if directive is not None:
+            codes = directive.group(1)
+            if codes is None or match.code in {c.strip() for c in codes.split(",")}:
+                continue
+        end_line = node.end_lineno or line
+        end_text = lines[end_line - 1] if end_line <= len(lines) else ""
+        found.append(
+            Finding(
+                path,
+                line,
+                _char_column(text, node.col_offset),
+                match.code,
+                match.message,
+                end_line,
+                _char_column(end_text, node.end_col_offset or node.col_offset),
+                match.api,
+            )
+        )
+    found.sort()
+    return found
+
+
+def _char_column(text: str, utf8_offset: int) -> int:
+    """The 1-based character column of an ``ast`` UTF-8 byte offset."""
+    if text.isascii():
+        return utf8_offset + 1
+    return len(text.encode()[:utf8_offset].decode(errors="replace")) + 1
+
+
+class _Walker:
+    """One iterative pass over a module; records ``(node, match)`` hits.
+
+    Iterative (an explicit stack) because generated code nests deeply enough
+    to exhaust the recursion limit. Not thread-safe; one walker per file.
+    """
+
+    def __init__(self, rules: RuleSet) -> None:
+        self.rules = rules
+        self.hits: list[tuple[_Positioned, Match]] = []
+        # Names ever bound to a tracked path: any other attribute root is
+        # skipped without a scope lookup, which keeps the walk cheap.
+        self.candidates = {"torch"}
+        self.deferred: deque[tuple[Sequence[ast.AST], _Chain]] = deque()
+
+    def run(self, tree: ast.Module) -> None:
+        self.block(tree.body, ({},))
+        while self.deferred:
+            self.block(*self.deferred.popleft())
+
+    def block(self, nodes: Sequence[ast.AST], chain: _Chain) -> None:
+        """Walk ``nodes`` in source order with ``chain`` as the scopes in view."""
+        stack = list(reversed(nodes))
+        pop, push, extend = stack.pop, stack.append, stack.extend
+        handlers = _HANDLERS
+        name_cls, attribute_cls, load_cls = ast.Name, ast.Attribute, ast.Load
+        scope = chain[-1]
+        while stack:
+            # Typed ``Any``: the class checks below replace isinstance, which
+            # would cost a call per node on the hot path.
+            node: Any = pop()
+            cls = node.__class__
+            if cls is name_cls:
+                if node.ctx.__class__ is not load_cls:
+                    scope.setdefault(node.id, None)
+                continue
+            if cls is attribute_cls:
+                self.attribute(node, chain, push)
+                continue
+            handler = handlers.get(cls)
+            if handler is not None:
+                handler(self, node, chain, push)
+                continue
+            for field in _fields(cls):
+                value = getattr(node, field)
+                if value.__class__ is list:
+                    extend(reversed(value))
+                elif isinstance(value, ast.AST):
+                    push(value)
+
+    # -- name binding -----------------------------------------------------
+
+    def bind(self, chain: _Chain, name: str, path: str | None) -> None:
+        if path is not None and _tracked(path):
+            chain[-1][name] = path
+            self.candidates.add(name)
+        else:
+            chain[-1].setdefault(name, None)
+
+    def lookup(self, name: str, chain: _Chain) -> str | None:
+        for scope in reversed(chain):
+            if name in scope:
+                return scope[name]
+        return "torch" if name == "torch" else None
+
+    def resolve(self, node: ast.expr, chain: _Chain) -> str | None:
+        """The dotted path ``node`` names, if it is a name or attribute chain."""
+        parts = []
+        while isinstance(node, ast.Attribute):
+            parts.append(node.attr)
+            node = node.value
+        if not isinstance(node, ast.Name) or node.id not in self.candidates:
+            return None
+        root = self.lookup(node.id, chain)
+        if root is None:
+            return None
+        parts.append(root)
+        return ".".join(reversed(parts))
+
+    # -- reporting ------------------------------------------------------------
+
+    def attribute(
+        self, node: ast.Attribute, chain: _Chain, push: Callable[[ast.AST], None]
+    ) -> None:
+        """Resolve a whole attribute chain at once and report its API prefix.
+
+        Only the chain's base is pushed for walking (when it is not a name):
+        the links in between hold nothing else.
+        """
+        links = [node]
+        base: Any = node.value  # ``Any``: called for every attribute, no isinstance
+        while base.__class__ is ast.Attribute:
+            links.append(base)
+            base = base.value
+        if base.__class__ is not ast.Name:
+            push(base)
+            return
+        if base.id not in self.candidates:
+            return
+        root = self.lookup(base.id, chain)
+        if root is None:
+            return
+        links.reverse()
+        match = self.rules.match(".".join([root, *(link.attr for link in links)]))
+        if match is None:
+            return
+        # The path is ``torch.cuda`` (two names), then ``match.depth`` names up
+        # to the API's last one. The root binding spells the first names of
+        # the path; ``links[i]`` ends at name number ``len(root names) + i``.
+        last = 2 + match.depth - 1 - len(root.split("."))
+        if last >= 0:  # else the API is the bound name itself, reported at its import
+            self.hits.append((links[last], match))
+
+    def report_import(self, alias: ast.alias, path: str) -> None:
+        match = self.rules.match(path)
+        if match is not None:
+            self.hits.append((alias, match))
+
+
+_Handler = Callable[[_Walker, ast.AST, _Chain, Callable[[ast.AST], None]], None]
+
+
+def _import(walker: _Walker, node: ast.AST, chain: _Chain, push: Callable[[ast.AST], None]) -> None:
+    assert isinstance(node, ast.Import)
+    for alias in node.names:
+        walker.report_import(alias, alias.name)
+        if alias.asname is not None:
+            walker.bind(chain, alias.asname, alias.name)
+        else:
+            # ``import torch.cuda`` binds ``torch``, the top-level package.
+            top = alias.name.partition(".")[0]
+            walker.bind(chain, top, top)
+
+
+def _import_from(
+    walker: _Walker, node: ast.AST, chain: _Chain, push: Callable[[ast.AST], None]
+) -> None:
+    assert isinstance(node, ast.ImportFrom)
+    # Relative imports name the project's own modules, never torch's.
+    module = node.module if not node.level else None
+    for alias in node.names:
+        if alias.name == "*":
+            continue
+        path = f"{module}.{alias.name}" if module is not None else None
+        if path is not None:
+            walker.report_import(alias, path)
+        walker.bind(chain, alias.asname or alias.name, path)
+
+
+def _assign(walker: _Walker, node: ast.AST, chain: _Chain, push: Callable[[ast.AST], None]) -> None:
+    # The value is checked before the targets are bound, as Python evaluates
+    # it: in ``torch = torch.cuda`` the right-hand ``torch`` is the module.
+    assert isinstance(node, (ast.Assign, ast.AnnAssign, ast.NamedExpr))
+    value = node.value
+    path = None
+    if value is not None:
+        path = walker.resolve(value, chain)
+        if isinstance(value, ast.Attribute):
+            walker.attribute(value, chain, push)
+        elif not isinstance(value, ast.Name):
+            push(value)
+    targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+    for target in targets:
+        if not isinstance(target, ast.Name):
+            push(target)
+        elif value is not None:  # ``x: T`` alone binds nothing
+            walker.bind(chain, target.id, path)
+    if isinstance(node, ast.AnnAssign):
+        push(node.annotation)
+
+
+def _function(
+    walker: _Walker, node: ast.AST, chain: _Chain, push: Callable[[ast.AST], None]
+) -> None:
+    assert isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
+    args = node.args
+    # Defaults, annotations and decorators run where the function is defined.
+    for default in [*args.defaults, *args.kw_defaults]:
+        if default is not None:
+            push(default)
+    params = [*args.posonlyargs, *args.args, *args.kwonlyargs]
+    params += [arg for arg in (args.vararg, args.kwarg) if arg is not None]
+    body: list[ast.AST]
+    if isinstance(node, ast.Lambda):
+        body = [node.body]
+    else:
+        for param in params:
+            if param.annotation is not None:
+                push(param.annotation)
+        if node.returns is not None:
+            push(node.returns)
+        for item in [*node.decorator_list, *getattr(node, "type_params", ())]:
+            push(item)
+        chain[-1].setdefault(node.name, None)
+        body = list(node.body)
+    scope: _Scope = {param.arg: None for param in params}
+    enclosing = tuple(s for s in chain if not isinstance(s, _ClassScope))
+    walker.deferred.append((body, (*enclosing, scope)))
+
+
+def _class(walker: _Walker, node: ast.AST, chain: _Chain, push: Callable[[ast.AST], None]) -> None:
+    assert isinstance(node, ast.ClassDef)
+    for item in [
+        *node.bases,
+        *node.keywords,
+        *node.decorator_list,
+        *getattr(node, "type_params", ()),
+    ]:
+        push(item)
+    walker.block(node.body, (*chain, _ClassScope()))
+    chain[-1].setdefault(node.name, None)
+
+
+def _comprehension(
+    walker: _Walker, node: ast.AST, chain: _Chain, push: Callable[[ast.AST], None]
+) -> None:
+    assert isinstance(node, (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp))
+    parts: list[ast.AST] = list(node.generators)
+    if isinstance(node, ast.DictComp):
+        parts += [node.key, node.value]
+    else:
+        parts.append(node.elt)
+    walker.block(parts, (*chain, {}))
+
+
+def _binds_name(field: str) -> _Handler:
+    """A handler for nodes that bind the identifier in ``field`` (a ``str``)."""
+
+    def handler(
+        walker: _Walker, node: ast.AST, chain: _Chain, push: Callable[[ast.AST], None]
+    ) -> None:
+        name = getattr(node, field)
+        if name is not None:
+            chain[-1].setdefault(name, None)
+        for child in reversed(list(ast.iter_child_nodes(node))):
+            push(child)
+
+    return handler
+
+
+def _skip(walker: _Walker, node: ast.AST, chain: _Chain, push: Callable[[ast.AST], None]) -> None:
+    pass
+
+
+def _match_class(
+    walker: _Walker, node: ast.AST, chain: _Chain, push: Callable[[ast.AST], None]
+) -> None:
+    # ``kwd_attrs`` is a list of plain strings, so the generic walk cannot
+    # push it; the patterns may bind names and must be walked.
+    assert isinstance(node, ast.MatchClass)
+    for child in [node.cls, *node.patterns, *node.kwd_patterns]:
+        push(child)
+
+
+_HANDLERS: dict[type[Any], _Handler] = {
+    type(None): _skip,  # ``Dict.keys`` holds None for ``**mapping``
+    ast.Constant: _skip,
+    ast.Global: _skip,
+    ast.Nonlocal: _skip,
+    ast.Import: _import,
+    ast.ImportFrom: _import_from,
+    ast.Assign: _assign,
+    ast.AnnAssign: _assign,
+    ast.NamedExpr: _assign,
+    ast.FunctionDef: _function,
+    ast.AsyncFunctionDef: _function,
+    ast.Lambda: _function,
+    ast.ClassDef: _class,
+    ast.ListComp: _comprehension,
+    ast.SetComp: _comprehension,
+    ast.GeneratorExp: _comprehension,
+    ast.DictComp: _comprehension,
+    ast.ExceptHandler: _binds_name("name"),
+    ast.MatchAs: _binds_name("name"),
+    ast.MatchStar: _binds_name("name"),
+    ast.MatchMapping: _binds_name("rest"),
+    ast.MatchClass: _match_class,
+}
+
+# Fields that never hold nodes worth walking: expression contexts and
+# operator singletons.
+_NOT_CHILDREN = frozenset({"ctx", "op", "ops"})
+_FIELDS: dict[type[ast.AST], tuple[str, ...]] = {}
+
+
+def _fields(cls: type[ast.AST]) -> tuple[str, ...]:
+    fields = _FIELDS.get(cls)
+    if fields is None:
+        # Reversed, so that the stack pops a node's fields in source order
+        # (an ``if`` test, with its walrus bindings, before the body).
+        fields = tuple(f for f in reversed(cls._fields) if f not in _NOT_CHILDREN)
+        _FIELDS[cls] = fields
+    return fields

@@ -1,0 +1,5 @@
+import torch
+
+
+def report():
+    print "devices:", torch.cuda.device_count()

@@ -1,0 +1,377 @@
+"""scope="context": visible only to the activating thread / asyncio task."""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import inspect
+import pickle
+import sys
+import threading
+import types
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from _targets import CONTEXT_KINDS, FACTORIES
+
+import patchscope
+from patchscope import UnsupportedTargetError, redirect_attr
+
+JOIN = 10  # seconds; every join has a timeout
+
+
+def _run_in_thread(fn: Callable[[], Any]) -> Any:
+    box: list[Any] = []
+    errors: list[BaseException] = []
+
+    def body() -> None:
+        try:
+            box.append(fn())
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    t = threading.Thread(target=body)
+    t.start()
+    t.join(JOIN)
+    assert not t.is_alive(), "thread did not finish"
+    if errors:
+        raise errors[0]
+    return box[0]
+
+
+class Model:
+    """A module-level class so that pickle can find it."""
+
+    def __init__(self, x: int = 1) -> None:
+        self.x = x
+
+    @classmethod
+    def make(cls) -> Model:
+        return cls(5)
+
+
+class Fake:
+    """The replacement class."""
+
+    def __init__(self, *args: object) -> None:
+        self.args = args
+
+
+@pytest.fixture
+def mod() -> types.ModuleType:
+    """A module registered in sys.modules holding a class, a function and a value."""
+    m = types.ModuleType("ctx_target_mod")
+    m.Model = Model
+    m.func = len
+    m.value = 10
+    sys.modules[m.__name__] = m
+    Model.__module__ = m.__name__
+    yield m
+    del sys.modules[m.__name__]
+    Model.__module__ = __name__
+
+
+@pytest.mark.parametrize("kind", CONTEXT_KINDS)
+def test_zero_residue_for_every_kind(kind: str) -> None:
+    """After a context activation, vars() holds the original objects by identity."""
+    case = FACTORIES[kind]()
+    before = case.raw()
+    cls_before = type(case.target)
+    with redirect_attr(case.target, case.name, "R", create=case.create, scope="context"):
+        if isinstance(case.target, types.ModuleType):
+            # Modules keep the original in their dict even during the window.
+            assert vars(case.target).get(case.name, "-") is before.get(case.name, "-")
+        assert getattr(case.target, case.name) == "R"
+    after = case.raw()
+    assert after.keys() == before.keys() and all(after[k] is before[k] for k in before)
+    assert type(case.target) is cls_before
+    assert patchscope.active() == ()
+
+
+def test_other_thread_sees_original_at_the_same_time(mod: types.ModuleType) -> None:
+    """Thread A inside the scope and thread B outside, sampled many times together."""
+    original = mod.Model
+    barrier = threading.Barrier(2, timeout=JOIN)
+    rounds = 200
+    seen_a: list[bool] = []
+    seen_b: list[bool] = []
+
+    def a() -> None:
+        with redirect_attr(mod, "Model", Fake, scope="context"):
+            for _ in range(rounds):
+                barrier.wait()
+                seen_a.append(mod.Model is Fake)
+                barrier.wait()
+
+    def b() -> None:
+        for _ in range(rounds):
+            barrier.wait()
+            seen_b.append(mod.Model is original)
+            barrier.wait()
+
+    threads = [threading.Thread(target=a), threading.Thread(target=b)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(JOIN)
+        assert not t.is_alive()
+    assert seen_a == [True] * rounds and seen_b == [True] * rounds
+    assert mod.Model is original and type(mod) is types.ModuleType
+
+
+def test_asyncio_tasks_see_their_own_replacement(mod: types.ModuleType) -> None:
+    """Two tasks redirect the same attribute concurrently; each sees its own value."""
+
+    async def task(value: int, ready: asyncio.Event, go: asyncio.Event) -> list[int]:
+        seen = []
+        with redirect_attr(mod, "value", value, scope="context"):
+            ready.set()
+            await go.wait()
+            for _ in range(5):
+                seen.append(mod.value)
+                await asyncio.sleep(0)
+        return seen
+
+    async def main() -> tuple[list[int], list[int], int]:
+        r1, r2, go = asyncio.Event(), asyncio.Event(), asyncio.Event()
+        t1 = asyncio.create_task(task(1, r1, go))
+        t2 = asyncio.create_task(task(2, r2, go))
+        await r1.wait()
+        await r2.wait()
+        outside = mod.value
+        go.set()
+        s1, s2 = await asyncio.gather(t1, t2)
+        return s1, s2, outside
+
+    s1, s2, outside = asyncio.run(main())
+    assert s1 == [1] * 5 and s2 == [2] * 5 and outside == 10
+    assert mod.value == 10
+
+
+def test_task_created_in_scope_inherits_then_loses_it(mod: types.ModuleType) -> None:
+    """A task created inside the scope sees the replacement, and stops once the scope ends."""
+
+    async def main() -> tuple[int, int]:
+        scope_closed = asyncio.Event()
+        inside = asyncio.Event()
+        results: list[int] = []
+
+        async def child() -> None:
+            results.append(mod.value)
+            inside.set()
+            await scope_closed.wait()
+            results.append(mod.value)
+
+        with redirect_attr(mod, "value", 99, scope="context"):
+            task = asyncio.create_task(child())
+            await inside.wait()
+        scope_closed.set()
+        await task
+        return results[0], results[1]
+
+    assert asyncio.run(main()) == (99, 10)
+
+
+def test_copy_context_run_and_to_thread_inherit(mod: types.ModuleType) -> None:
+    """contextvars.copy_context().run and asyncio.to_thread carry the scope."""
+    with redirect_attr(mod, "value", 7, scope="context"):
+        ctx = contextvars.copy_context()
+        assert _run_in_thread(lambda: ctx.run(lambda: mod.value)) == 7
+        assert _run_in_thread(lambda: mod.value) == 10  # a plain Thread does not
+
+        async def via_to_thread() -> int:
+            return await asyncio.to_thread(lambda: mod.value)
+
+        assert asyncio.run(via_to_thread()) == 7
+
+
+def test_precedence_context_over_process(mod: types.ModuleType) -> None:
+    """Own innermost context activation wins; else the latest process one; else original."""
+    p1 = redirect_attr(mod, "value", "p1").start()
+    with redirect_attr(mod, "value", "c1", scope="context"):
+        assert mod.value == "c1"
+        assert _run_in_thread(lambda: mod.value) == "p1"
+        p2 = redirect_attr(mod, "value", "p2").start()
+        assert mod.value == "c1"
+        assert _run_in_thread(lambda: mod.value) == "p2"
+        with redirect_attr(mod, "value", "c2", scope="context"):
+            assert mod.value == "c2"
+        assert mod.value == "c1"
+        p2.stop()
+        assert _run_in_thread(lambda: mod.value) == "p1"
+    assert mod.value == "p1"
+    p1.stop()
+    assert mod.value == 10 and patchscope.active() == ()
+
+
+def test_class_target_precedence_and_binding() -> None:
+    """On a class, context wins over process and methods bind as before elsewhere."""
+
+    class C:
+        def m(self) -> str:
+            return "orig"
+
+    raw = vars(C)["m"]
+    p = redirect_attr(C, "m", lambda self: "proc").start()
+    with redirect_attr(C, "m", lambda self: "ctx", scope="context"):
+        assert C().m() == "ctx"
+        assert _run_in_thread(lambda: C().m()) == "proc"
+    p.stop()
+    assert vars(C)["m"] is raw and C().m() == "orig"
+
+
+def test_other_threads_get_full_behaviour_of_original(mod: types.ModuleType) -> None:
+    """Calling, isinstance, subclassing, classmethods, signature and pickling work elsewhere."""
+    original = mod.Model
+
+    def elsewhere() -> dict[str, object]:
+        cls = mod.Model
+        obj = cls(3)
+
+        class Child(mod.Model):  # type: ignore[name-defined, misc]
+            pass
+
+        return {
+            "is": cls is original,
+            "isinstance": isinstance(obj, original),
+            "subclass": issubclass(Child, original),
+            "classmethod": cls.make().x,
+            "signature": str(inspect.signature(cls)),
+            "pickle_cls": pickle.loads(pickle.dumps(cls)) is original,
+            "pickle_obj": type(pickle.loads(pickle.dumps(obj))) is original,
+        }
+
+    with redirect_attr(mod, "Model", Fake, scope="context"):
+        assert mod.Model is Fake
+        result = _run_in_thread(elsewhere)
+    assert result == {
+        "is": True,
+        "isinstance": True,
+        "subclass": True,
+        "classmethod": 5,
+        "signature": "(x: 'int' = 1) -> 'None'",
+        "pickle_cls": True,
+        "pickle_obj": True,
+    }
+
+
+def test_non_callable_values_are_supported(mod: types.ModuleType) -> None:
+    """Plain values (ints, strings) can be redirected per context too."""
+    with redirect_attr(mod, "value", "text", scope="context"):
+        assert mod.value == "text"
+        assert _run_in_thread(lambda: mod.value) == 10
+
+
+def test_instance_target_is_refused_with_hint() -> None:
+    """Context scope on an instance attribute says what to do instead; nothing changes."""
+
+    class C:
+        pass
+
+    obj = C()
+    obj.x = 1
+    with pytest.raises(UnsupportedTargetError, match="scope='process'"):
+        redirect_attr(obj, "x", 2, scope="context").start()
+    assert obj.x == 1 and patchscope.active() == ()
+
+
+def test_module_getattr_still_serves_other_contexts() -> None:
+    """A name served by module __getattr__ stays served elsewhere while redirected here."""
+    case = FACTORIES["module __getattr__"]()
+    served = case.target.value
+    with redirect_attr(case.target, "value", "mine", scope="context"):
+        assert case.target.value == "mine"
+        assert _run_in_thread(lambda: case.target.value) is served
+    assert case.target.value is served
+
+
+def test_created_attribute_absent_elsewhere() -> None:
+    """create=True in context scope: other threads still get AttributeError."""
+    m = types.ModuleType("m")
+    with redirect_attr(m, "new", 1, create=True, scope="context"):
+        assert m.new == 1
+        assert _run_in_thread(lambda: hasattr(m, "new")) is False
+    assert not hasattr(m, "new")
+
+
+def test_stop_from_another_thread_hides_it_everywhere(mod: types.ModuleType) -> None:
+    """Ending a context activation from another thread ends it for its own context too."""
+    handle = redirect_attr(mod, "value", 5, scope="context").start()
+    assert mod.value == 5
+    _run_in_thread(lambda: handle.stop())
+    assert mod.value == 10 and type(mod) is types.ModuleType
+
+
+def test_generator_decorated_with_context_scope(mod: types.ModuleType) -> None:
+    """A decorated generator sees the redirect while running, the caller never between items."""
+    r = redirect_attr(mod, "value", 1, scope="context")
+
+    @r
+    def gen() -> Any:
+        yield mod.value
+        yield mod.value
+
+    g = gen()
+    assert next(g) == 1
+    assert mod.value == 10
+    assert next(g) == 1
+    assert mod.value == 10
+
+
+def test_repeated_activations_do_not_grow_the_context() -> None:
+    """Fresh redirects in a loop reuse one ContextVar per attribute: the context stays small."""
+    m = types.ModuleType("m")
+    m.value = 1
+
+    class C:
+        value = 1
+
+    for _ in range(3):
+        with redirect_attr(m, "value", 2, scope="context"):
+            pass
+        with redirect_attr(C, "value", 2, scope="context"):
+            pass
+    size = len(contextvars.copy_context())
+    for _ in range(200):
+        with redirect_attr(m, "value", 2, scope="context"):
+            pass
+        with redirect_attr(C, "value", 2, scope="context"):
+            pass
+    assert len(contextvars.copy_context()) == size
+
+
+def test_context_redirect_does_not_keep_class_alive() -> None:
+    """A class redirected in context scope can be garbage collected afterwards."""
+    import gc
+    import weakref
+
+    class Temp:
+        value = 1
+
+    with redirect_attr(Temp, "value", 2, scope="context"):
+        assert Temp.value == 2
+    ref = weakref.ref(Temp)
+    del Temp
+    gc.collect()
+    assert ref() is None
+
+
+def test_two_attributes_of_one_module_again_and_again() -> None:
+    """Context redirects of two names of one module work after the module class came back."""
+    m = types.ModuleType("m")
+    m.value, m.other = 1, "x"
+
+    def both() -> patchscope.Redirect:
+        return patchscope.combine(
+            redirect_attr(m, "value", 3, scope="context"),
+            redirect_attr(m, "other", 4, scope="context"),
+        )
+
+    for _ in range(3):
+        handle = _run_in_thread(lambda: both().start())
+        handle.stop()
+        with both():
+            assert (m.value, m.other) == (3, 4)
+        assert (m.value, m.other) == (1, "x") and type(m) is types.ModuleType
+    assert patchscope.active() == ()

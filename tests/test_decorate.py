@@ -1,0 +1,336 @@
+"""Decorator forms: functions, methods, coroutines, generators, classes."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import functools
+import inspect
+import pickle
+import threading
+import types
+from typing import Any
+
+import pytest
+
+import patchscope
+from patchscope import redirect_attr
+
+JOIN = 10
+
+state = types.ModuleType("decorate_state")
+state.flag = "orig"
+flag_on = redirect_attr(state, "flag", "on")
+
+
+@flag_on
+def module_level(a: int, b: int = 2) -> tuple[int, str]:
+    """Docstring kept."""
+    return a + b, state.flag
+
+
+@flag_on
+class Decorated:
+    """A module-level decorated class (picklable)."""
+
+    def __init__(self, x: int, *, y: int = 0) -> None:
+        self.x, self.y = x, y
+        self.seen = state.flag
+
+
+class Child(Decorated):
+    """Inherits the decorated __init__."""
+
+
+class ChildSuper(Decorated):
+    """Reaches the decorated __init__ through super()."""
+
+    def __init__(self) -> None:
+        self.before = state.flag
+        super().__init__(1)
+
+
+def test_function_metadata_preserved() -> None:
+    """Name, docstring, __wrapped__ and signature are those of the function."""
+    assert module_level.__name__ == "module_level"
+    assert module_level.__doc__ == "Docstring kept."
+    assert str(inspect.signature(module_level)) == "(a: 'int', b: 'int' = 2) -> 'tuple[int, str]'"
+    assert module_level.__wrapped__(1) == (3, "orig")
+
+
+def test_function_active_only_during_call() -> None:
+    """The redirect is active inside the call and gone after, also after an exception."""
+    assert module_level(1) == (3, "on")
+    assert state.flag == "orig"
+
+    @flag_on
+    def boom() -> None:
+        assert state.flag == "on"
+        raise KeyError("x")
+
+    with pytest.raises(KeyError):
+        boom()
+    assert state.flag == "orig" and patchscope.active() == ()
+
+
+def test_recursive_and_concurrent_calls_are_independent() -> None:
+    """Recursion and many threads calling at once: each call its own activation."""
+
+    @flag_on
+    def depth(n: int) -> int:
+        assert state.flag == "on"
+        return 0 if n == 0 else depth(n - 1) + 1
+
+    assert depth(30) == 30
+    barrier = threading.Barrier(8, timeout=JOIN)
+    errors: list[BaseException] = []
+
+    @flag_on
+    def inside() -> None:
+        barrier.wait()  # all 8 calls overlap here
+        assert state.flag == "on"
+        barrier.wait()
+
+    def run() -> None:
+        try:
+            inside()
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(JOIN)
+        assert not t.is_alive()
+    assert errors == [] and state.flag == "orig" and patchscope.active() == ()
+
+
+def test_methods_bind_correctly() -> None:
+    """Instance, class and static methods keep binding."""
+
+    class C:
+        @flag_on
+        def inst(self) -> tuple[object, str]:
+            return self, state.flag
+
+        @classmethod
+        @flag_on
+        def cls_m(cls) -> tuple[object, str]:
+            return cls, state.flag
+
+        @staticmethod
+        @flag_on
+        def stat(x: int) -> tuple[int, str]:
+            return x, state.flag
+
+        @flag_on
+        @staticmethod
+        def stat_outer(x: int) -> tuple[int, str]:
+            return x, state.flag
+
+    c = C()
+    assert c.inst() == (c, "on")
+    assert C.cls_m() == (C, "on") and c.cls_m() == (C, "on")
+    assert C.stat(1) == (1, "on") and c.stat(2) == (2, "on")
+    assert C.stat_outer(3) == (3, "on")
+    assert state.flag == "orig"
+
+
+def test_coroutine_active_across_awaits() -> None:
+    """A coroutine function is active for the whole call, across awaits."""
+
+    @flag_on
+    async def work() -> list[str]:
+        seen = [state.flag]
+        await asyncio.sleep(0)
+        seen.append(state.flag)
+        return seen
+
+    assert inspect.iscoroutinefunction(work)
+    assert asyncio.run(work()) == ["on", "on"]
+    assert state.flag == "orig"
+
+
+def test_generator_active_only_while_running() -> None:
+    """The caller never sees the redirect between items; send/throw/return pass through."""
+
+    @flag_on
+    def gen(n: int) -> Any:
+        got = []
+        for _ in range(n):
+            try:
+                got.append((yield state.flag))
+            except ValueError as exc:
+                got.append(str(exc))
+        return got
+
+    assert inspect.isgeneratorfunction(gen)
+    g = gen(3)
+    assert next(g) == "on"
+    assert state.flag == "orig"
+    assert g.send("a") == "on"
+    assert state.flag == "orig"
+    assert g.throw(ValueError("boom")) == "on"
+    with pytest.raises(StopIteration) as stop:
+        g.send("c")
+    assert stop.value.value == ["a", "boom", "c"]
+    assert state.flag == "orig" and patchscope.active() == ()
+
+
+def test_generator_close_runs_finally_under_redirect() -> None:
+    """Closing a suspended generator runs its cleanup with the redirect active."""
+    seen: list[str] = []
+
+    @flag_on
+    def gen() -> Any:
+        try:
+            yield 1
+        finally:
+            seen.append(state.flag)
+
+    g = gen()
+    next(g)
+    g.close()
+    assert seen == ["on"] and state.flag == "orig" and patchscope.active() == ()
+
+
+def test_mock_patch_generator_bug_not_repeated() -> None:
+    """unittest.mock.patch is gone before the body runs (gh-88893); patchscope is not."""
+    import unittest.mock
+
+    @unittest.mock.patch.object(state, "flag", "mock")
+    def mock_gen() -> Any:
+        yield state.flag
+
+    @flag_on
+    def our_gen() -> Any:
+        yield state.flag
+
+    assert list(mock_gen()) == ["orig"]  # mock's bug
+    assert list(our_gen()) == ["on"]
+
+
+def test_async_generator_active_only_while_running() -> None:
+    """An async generator sees the redirect; the consumer between items does not."""
+
+    @flag_on
+    async def agen() -> Any:
+        yield state.flag
+        await asyncio.sleep(0)
+        yield state.flag
+
+    assert inspect.isasyncgenfunction(agen)
+
+    async def consume() -> list[str]:
+        out = []
+        async for item in agen():
+            out.append(item)
+            out.append(state.flag)
+        return out
+
+    assert asyncio.run(consume()) == ["on", "orig", "on", "orig"]
+    assert patchscope.active() == ()
+
+
+def test_class_decorator_active_during_init_only() -> None:
+    """A decorated class sees the redirect during __init__, returns the same class."""
+    obj = Decorated(1, y=2)
+    assert obj.seen == "on" and state.flag == "orig"
+    assert Decorated.__name__ == "Decorated" and type(obj) is Decorated
+    assert str(inspect.signature(Decorated)) == "(x: 'int', *, y: 'int' = 0) -> 'None'"
+
+
+def test_class_decorator_returns_same_object() -> None:
+    """The decorator returns the class it was given."""
+
+    class Local:
+        pass
+
+    assert flag_on(Local) is Local
+
+
+def test_subclasses_reaching_init_are_covered() -> None:
+    """Inheritance and super().__init__() both reach the decorated __init__."""
+    assert Child(1).seen == "on"
+    c = ChildSuper()
+    assert c.before == "orig" and c.seen == "on"
+
+
+def test_decorated_class_pickles_and_copies() -> None:
+    """The class and its instances pickle, copy and deep-copy."""
+    obj = Decorated(3)
+    assert pickle.loads(pickle.dumps(Decorated)) is Decorated
+    for clone in (pickle.loads(pickle.dumps(obj)), copy.copy(obj), copy.deepcopy(obj)):
+        assert type(clone) is Decorated and clone.x == 3
+
+
+def test_class_without_own_init() -> None:
+    """A class inheriting object.__init__ keeps its signature and argument checks."""
+    seen: list[str] = []
+
+    class Bare:
+        pass
+
+    before = inspect.signature(Bare)
+    flag_on(Bare)
+    assert inspect.signature(Bare) == before
+    Bare()
+    with pytest.raises(TypeError, match="takes no arguments"):
+        Bare(1)
+
+    class Base:
+        def __init__(self, a: int) -> None:
+            seen.append(state.flag)
+
+    @flag_on
+    class Derived(Base):
+        pass
+
+    Derived(1)
+    assert seen == ["on"] and "__init__" in vars(Derived)
+    assert inspect.signature(Derived) == inspect.signature(Base)
+
+
+def test_class_defining_only_new() -> None:
+    """A class that constructs in __new__ gets __new__ wrapped (it binds as a staticmethod)."""
+
+    @flag_on
+    class OnlyNew:
+        def __new__(cls, value: int) -> OnlyNew:
+            obj = super().__new__(cls)
+            obj.seen = (value, state.flag)  # type: ignore[attr-defined]
+            return obj
+
+    assert OnlyNew(5).seen == (5, "on")  # type: ignore[attr-defined]
+    assert state.flag == "orig"
+
+
+def test_decorating_non_callable_is_an_error() -> None:
+    """Decorating something that is neither callable nor a class says what to do."""
+    with pytest.raises(TypeError, match="context manager"):
+        flag_on(3)  # type: ignore[call-overload]
+
+
+def test_functools_partial_is_decorated_as_callable() -> None:
+    """Any callable works."""
+    wrapped = flag_on(functools.partial(lambda a: (a, state.flag), 1))
+    assert wrapped() == (1, "on")
+
+
+def test_torch_module_subclass_decorated() -> None:
+    """Works on torch.nn.Module subclasses: parameters registered, construction covered."""
+    torch = pytest.importorskip("torch")
+
+    @flag_on
+    class Net(torch.nn.Module):  # type: ignore[misc, name-defined]
+        def __init__(self) -> None:
+            super().__init__()
+            self.lin = torch.nn.Linear(2, 2)
+            self.seen = state.flag
+
+    net = Net()
+    assert net.seen == "on" and list(net.state_dict()) == ["lin.weight", "lin.bias"]
+    assert state.flag == "orig"
+    clone = copy.deepcopy(net)
+    assert type(clone) is Net

@@ -1,0 +1,200 @@
+"""Tests for patchscope.lint._config: both config files, discovery and errors."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from patchscope.lint import ConfigError, LintConfig, load_config
+from patchscope.lint._rules import CODES
+
+PYPROJECT = """
+[project]
+name = "demo"
+
+[tool.patchscope.lint]
+select = ["PS001", "PS002", "PS005"]
+ignore = ["PS002"]
+allow = ["src/demo/platforms/cuda.py", "csrc/"]
+extend-apis = ["is_available", "torch.cuda.get_device_*"]
+exclude = ["third_party", "./build/"]
+"""
+
+SETUP_CFG = """
+[metadata]
+name = demo
+
+[tool:patchscope.lint]
+select = PS001, PS002, PS005
+ignore = PS002
+allow =
+    src/demo/platforms/cuda.py
+    csrc/
+extend-apis = is_available, torch.cuda.get_device_*
+exclude = third_party, ./build/
+"""
+
+
+@pytest.mark.parametrize(
+    ("name", "text"), [("pyproject.toml", PYPROJECT), ("setup.cfg", SETUP_CFG)]
+)
+def test_both_files_give_the_same_settings(tmp_path: Path, name: str, text: str) -> None:
+    """pyproject.toml and setup.cfg take the same keys with the same meaning."""
+    (tmp_path / name).write_text(text)
+    config = load_config(tmp_path)
+    assert config == LintConfig(
+        select=("PS001", "PS002", "PS005"),
+        ignore=("PS002",),
+        allow=("src/demo/platforms/cuda.py", "csrc"),
+        extend_apis=("is_available", "get_device_*"),
+        exclude=("third_party", "build"),
+        root=str(tmp_path),
+        source=str(tmp_path / name),
+    )
+    assert config.codes == {"PS001", "PS005"}
+
+
+def test_defaults_without_a_config_file(tmp_path: Path) -> None:
+    """With no configuration anywhere above, every code is selected."""
+    config = load_config(tmp_path)
+    assert config.source is None
+    assert config.codes == set(CODES)
+    assert config.root == str(tmp_path)
+
+
+def test_discovery_walks_up_and_roots_globs_there(tmp_path: Path) -> None:
+    """The nearest configured directory above the start supplies the settings."""
+    (tmp_path / "pyproject.toml").write_text('[tool.patchscope.lint]\nignore = ["PS004"]\n')
+    nested = tmp_path / "src" / "pkg"
+    nested.mkdir(parents=True)
+    config = load_config(nested)
+    assert config.ignore == ("PS004",)
+    assert config.root == str(tmp_path)
+
+
+def test_files_without_the_section_are_skipped(tmp_path: Path) -> None:
+    """A pyproject.toml or setup.cfg that does not configure the lint is passed over."""
+    (tmp_path / "pyproject.toml").write_text('[tool.patchscope.lint]\nignore = ["PS004"]\n')
+    inner = tmp_path / "inner"
+    inner.mkdir()
+    (inner / "pyproject.toml").write_text("[tool.ruff]\nline-length = 100\n")
+    (inner / "setup.cfg").write_text("[tool:patchscope]\nx = 1\n")
+    assert load_config(inner).source == str(tmp_path / "pyproject.toml")
+
+
+def test_unrelated_broken_pyproject_is_ignored(tmp_path: Path) -> None:
+    """A pyproject.toml that never mentions patchscope is not parsed."""
+    (tmp_path / "pyproject.toml").write_text("this is [not toml\n")
+    assert load_config(tmp_path).source is None
+
+
+def test_current_directory_is_the_default_start(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """load_config() with no argument starts in the working directory."""
+    (tmp_path / "setup.cfg").write_text("[tool:patchscope.lint]\nignore = PS003\n")
+    monkeypatch.chdir(tmp_path)
+    assert load_config().ignore == ("PS003",)
+
+
+def test_both_files_configured_is_an_error(tmp_path: Path) -> None:
+    """Settings split over two files of one directory are refused, naming both."""
+    (tmp_path / "pyproject.toml").write_text("[tool.patchscope.lint]\n")
+    (tmp_path / "setup.cfg").write_text("[tool:patchscope.lint]\n")
+    with pytest.raises(ConfigError) as info:
+        load_config(tmp_path)
+    assert "pyproject.toml" in str(info.value) and "setup.cfg" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "key", "fragment"),
+    [
+        (
+            "pyproject.toml",
+            '[tool.patchscope.lint]\nselect = ["PS009"]\n',
+            "select",
+            "unknown code 'PS009'; known codes: PS000, PS001",
+        ),
+        ("setup.cfg", "[tool:patchscope.lint]\nignore = PS1\n", "ignore", "unknown code 'PS1'"),
+        (
+            "setup.cfg",
+            "[tool:patchscope.lint]\nextend_apis = is_available\n",
+            "extend_apis",
+            "unknown key; did you mean 'extend-apis'?",
+        ),
+        (
+            "pyproject.toml",
+            '[tool.patchscope.lint]\nselekt = ["PS001"]\n',
+            "selekt",
+            "did you mean 'select'?",
+        ),
+        (
+            "pyproject.toml",
+            '[tool.patchscope.lint]\nexclude = "build"\n',
+            "exclude",
+            "expected a list of strings, got 'build'",
+        ),
+        (
+            "pyproject.toml",
+            "[tool.patchscope.lint]\nallow = [1, 2]\n",
+            "allow",
+            "expected a list of strings",
+        ),
+        (
+            "pyproject.toml",
+            '[tool.patchscope.lint]\nextend-apis = ["torch.xpu.Event"]\n',
+            "extend-apis",
+            "'torch.xpu.Event' is not a name under torch.cuda",
+        ),
+        (
+            "setup.cfg",
+            "[tool:patchscope.lint]\nextend-apis = is available\n",
+            "extend-apis",
+            "'is available' is not a name under torch.cuda",
+        ),
+    ],
+)
+def test_bad_values_name_file_and_key(
+    tmp_path: Path, name: str, text: str, key: str, fragment: str
+) -> None:
+    """Every bad setting is a ConfigError naming the file, section and key."""
+    (tmp_path / name).write_text(text)
+    with pytest.raises(ConfigError) as info:
+        load_config(tmp_path)
+    message = str(info.value)
+    section = "[tool.patchscope.lint]" if name == "pyproject.toml" else "[tool:patchscope.lint]"
+    assert message.startswith(f"{tmp_path / name}: {section} {key}: ")
+    assert fragment in message
+
+
+@pytest.mark.parametrize(
+    ("name", "text"),
+    [
+        ("pyproject.toml", "[tool.patchscope.lint\nselect = []\n"),
+        ("pyproject.toml", "[tool.patchscope]\nlint = 3\n"),
+        ("setup.cfg", "[tool:patchscope.lint]\nselect\n"),
+    ],
+)
+def test_unparsable_file_names_the_file(tmp_path: Path, name: str, text: str) -> None:
+    """A config file that does not parse is an error naming it."""
+    (tmp_path / name).write_text(text)
+    with pytest.raises(ConfigError) as info:
+        load_config(tmp_path)
+    assert str(info.value).startswith(f"{tmp_path / name}: ")
+
+
+@pytest.mark.skipif(os.name != "posix" or os.geteuid() == 0, reason="needs file permissions")
+def test_unreadable_file_names_the_file(tmp_path: Path) -> None:
+    """A config file that cannot be read is an error naming it."""
+    path = tmp_path / "setup.cfg"
+    path.write_text("[tool:patchscope.lint]\n")
+    path.chmod(0)
+    with pytest.raises(ConfigError, match="cannot read"):
+        load_config(tmp_path)
+
+
+def test_config_error_is_a_value_error() -> None:
+    """Callers catching ValueError for bad input also catch ConfigError."""
+    assert issubclass(ConfigError, ValueError)

@@ -1,0 +1,554 @@
+"""redirect_attr: restoration by identity for every target kind, errors, combine, during."""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+import threading
+import types
+import unittest.mock
+import warnings
+
+import pytest
+from _targets import FACTORIES, Case
+
+import patchscope
+from patchscope import (
+    AttributeMissingError,
+    PatchscopeError,
+    RedirectConflictWarning,
+    RestoreError,
+    TargetNotWritableError,
+    TargetResolutionError,
+    combine,
+    during,
+    redirect_attr,
+)
+
+KINDS = sorted(FACTORIES)
+
+
+def _same(a: dict[str, object], b: dict[str, object]) -> bool:
+    return a.keys() == b.keys() and all(a[k] is b[k] for k in a)
+
+
+@pytest.fixture(params=KINDS)
+def case(request: pytest.FixtureRequest) -> Case:
+    """A fresh target of each kind."""
+    return FACTORIES[request.param]()
+
+
+def test_with_installs_and_restores_raw_value(case: Case) -> None:
+    """Inside the block the replacement is visible; afterwards vars() is identical."""
+    before = case.raw()
+    replacement = object()
+    with redirect_attr(case.target, case.name, replacement, create=case.create) as value:
+        assert value is replacement
+        assert vars(case.target)[case.name] is replacement
+    assert _same(case.raw(), before)
+    assert patchscope.active() == ()
+
+
+def test_start_stop_restores(case: Case) -> None:
+    """start()/stop() is an activation like a with-block; stop() twice is harmless."""
+    before = case.raw()
+    handle = redirect_attr(case.target, case.name, 42, create=case.create).start()
+    assert getattr(case.target, case.name) == 42
+    handle.stop()
+    handle.stop()
+    assert _same(case.raw(), before)
+
+
+def test_non_lifo_exits_restore_original(case: Case) -> None:
+    """Enter A, enter B, exit A, exit B: B stays visible, then the original returns."""
+    before = case.raw()
+    a = redirect_attr(case.target, case.name, "A", create=case.create).start()
+    b = redirect_attr(case.target, case.name, "B", create=case.create).start()
+    a.stop()
+    assert vars(case.target)[case.name] == "B"
+    b.stop()
+    assert _same(case.raw(), before)
+
+
+def test_mock_patch_leaks_where_patchscope_does_not() -> None:
+    """The anchor bug: mock.patch leaks A's value on enter A, enter B, exit A, exit B."""
+    mod = types.ModuleType("m")
+    mod.value = original = object()
+    p1 = unittest.mock.patch.object(mod, "value", "A")
+    p2 = unittest.mock.patch.object(mod, "value", "B")
+    p1.start()
+    p2.start()
+    p1.stop()
+    p2.stop()
+    assert mod.value == "A"  # mock's leak
+    mod.value = original
+    a = redirect_attr(mod, "value", "A").start()
+    b = redirect_attr(mod, "value", "B").start()
+    a.stop()
+    b.stop()
+    assert mod.value is original
+
+
+def test_most_recent_live_activation_wins() -> None:
+    """With several live, the visible value is the most recently entered still-live one."""
+    mod = types.ModuleType("m")
+    mod.value = "orig"
+    hs = [redirect_attr(mod, "value", v).start() for v in "ABC"]
+    hs[2].stop()
+    assert mod.value == "B"
+    hs[0].stop()
+    assert mod.value == "B"
+    hs[1].stop()
+    assert mod.value == "orig"
+
+
+def test_same_redirect_nested_and_recursive() -> None:
+    """One Redirect object entered many times at once: each with is independent."""
+    mod = types.ModuleType("m")
+    mod.value = "orig"
+    r = redirect_attr(mod, "value", "new")
+
+    def recurse(n: int) -> int:
+        with r:
+            assert mod.value == "new"
+            return n if n == 0 else recurse(n - 1) + 1
+
+    assert recurse(20) == 20
+    assert mod.value == "orig"
+    assert patchscope.active() == ()
+
+
+def test_staticmethod_and_classmethod_keep_binding_after_restore() -> None:
+    """The raw staticmethod/classmethod objects come back, so binding is unchanged."""
+
+    class C:
+        @staticmethod
+        def s() -> int:
+            return 1
+
+        @classmethod
+        def c(cls) -> type:
+            return cls
+
+    raw_s, raw_c = vars(C)["s"], vars(C)["c"]
+    with redirect_attr(C, "s", lambda: 2), redirect_attr(C, "c", classmethod(lambda cls: 3)):
+        assert C.s() == 2
+        assert C().c() == 3
+    assert vars(C)["s"] is raw_s and vars(C)["c"] is raw_c
+    assert C().s() == 1 and C().c() is C
+
+
+def test_inherited_attribute_is_deleted_not_copied() -> None:
+    """An inherited attribute is deleted on restore, so later base changes show through."""
+
+    class Base:
+        value = 1
+
+    class Sub(Base):
+        pass
+
+    with redirect_attr(Sub, "value", 2):
+        assert Sub.value == 2 and Base.value == 1
+    assert "value" not in vars(Sub)
+    Base.value = 3
+    assert Sub.value == 3
+
+
+def test_instance_attribute_inherited_from_class_is_deleted() -> None:
+    """An instance reading a class attribute gets no instance copy after restore (pytest #10644)."""
+
+    class C:
+        value = 1
+
+    obj = C()
+    with redirect_attr(obj, "value", 2):
+        assert obj.value == 2
+    assert "value" not in vars(obj)
+
+
+def test_module_getattr_attribute_is_deleted() -> None:
+    """A name served by a module __getattr__ is deleted again, so __getattr__ serves it."""
+    case = FACTORIES["module __getattr__"]()
+    served = getattr(case.target, case.name)
+    with redirect_attr(case.target, case.name, "x"):
+        assert case.target.value == "x"
+    assert "value" not in vars(case.target)
+    assert case.target.value is served
+
+
+def test_created_attribute_is_deleted() -> None:
+    """create=True adds the attribute for the activation and deletes it again."""
+    mod = types.ModuleType("m")
+    with redirect_attr(mod, "new_name", 1, create=True):
+        assert mod.new_name == 1
+    assert not hasattr(mod, "new_name")
+
+
+def test_slots_attribute_restored_through_setattr() -> None:
+    """A __slots__ member is restored through the object's own setattr."""
+
+    class S:
+        __slots__ = ("a",)
+
+        def __init__(self) -> None:
+            self.a = 1
+
+    s = S()
+    with redirect_attr(s, "a", 2):
+        assert s.a == 2
+    assert s.a == 1
+
+
+def test_property_with_setter_on_instance() -> None:
+    """A data descriptor with a setter is restored through it, with the getter's value."""
+
+    class P:
+        def __init__(self) -> None:
+            self._v = 1
+
+        @property
+        def v(self) -> int:
+            return self._v
+
+        @v.setter
+        def v(self, value: int) -> None:
+            self._v = value
+
+    p = P()
+    with redirect_attr(p, "v", 5):
+        assert p.v == 5
+    assert p.v == 1 and "v" not in vars(p)
+
+
+def test_dotted_path_target_resolved_at_activation() -> None:
+    """A string target is imported at each activation, then restored."""
+    import json
+
+    original = json.dumps
+    r = redirect_attr("json", "dumps", "patched")
+    with r:
+        assert json.dumps == "patched"
+    assert json.dumps is original
+    with redirect_attr("json.decoder.JSONDecoder", "decode", "x"):
+        assert json.decoder.JSONDecoder.decode == "x"
+
+
+def test_bad_dotted_path_names_the_path() -> None:
+    """A path that does not import gives TargetResolutionError naming it; nothing changes."""
+    with pytest.raises(TargetResolutionError, match="no_such_pkg_xyz"):
+        with redirect_attr("no_such_pkg_xyz.mod", "x", 1):
+            pass
+    with pytest.raises(TargetResolutionError, match=r"'json\.nope'"):
+        with redirect_attr("json.nope", "x", 1):
+            pass
+    assert isinstance(TargetResolutionError("x"), ImportError)
+
+
+@pytest.mark.parametrize("name", [1, None, b"x"])
+def test_name_must_be_str(name: object) -> None:
+    """A non-string name is a TypeError naming what was passed."""
+    with pytest.raises(TypeError, match=repr(name).replace("(", r"\(")):
+        redirect_attr(types.ModuleType("m"), name, 1)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("name", ["a.b", "", "1x", "class", "a b"])
+def test_name_must_be_identifier(name: str) -> None:
+    """Dotted or non-identifier names are a ValueError naming what was passed."""
+    with pytest.raises(ValueError, match=repr(name)):
+        redirect_attr(types.ModuleType("m"), name, 1)
+
+
+def test_bad_scope() -> None:
+    """Only 'process' and 'context' are scopes."""
+    with pytest.raises(ValueError, match="'thread'"):
+        redirect_attr(types.ModuleType("m"), "x", 1, scope="thread")
+
+
+def test_missing_attribute_suggests_create() -> None:
+    """A missing attribute names target and name and suggests create=True; nothing changes."""
+    mod = types.ModuleType("torch_cuda_like")
+    before = dict(vars(mod))
+    with pytest.raises(AttributeMissingError) as info:
+        redirect_attr(mod, "Evnt", 1).start()
+    message = str(info.value)
+    assert "torch_cuda_like" in message and "'Evnt'" in message and "create=True" in message
+    assert isinstance(info.value, AttributeError) and isinstance(info.value, PatchscopeError)
+    assert vars(mod) == before and patchscope.active() == ()
+
+
+@dataclasses.dataclass(frozen=True)
+class _Frozen:
+    x: int = 1
+
+
+class _ReadOnly:
+    @property
+    def x(self) -> int:
+        return 1
+
+
+class _Slots:
+    __slots__ = ("a",)
+
+
+@pytest.mark.parametrize(
+    ("target", "name", "create"),
+    [
+        (int, "real", False),
+        (_ReadOnly(), "x", False),
+        (_Slots(), "b", True),
+        (_Frozen(), "x", False),
+    ],
+    ids=["immutable type", "read-only property", "slots without slot", "frozen dataclass"],
+)
+def test_unwritable_targets_raise_and_change_nothing(
+    target: object, name: str, create: bool
+) -> None:
+    """Targets refusing the write raise TargetNotWritableError naming target and name."""
+    before = dict(getattr(target, "__dict__", {}))
+    with pytest.raises(TargetNotWritableError) as info:
+        with redirect_attr(target, name, 5, create=create):
+            pass
+    assert repr(name) in str(info.value)
+    assert dict(getattr(target, "__dict__", {})) == before
+    assert patchscope.active() == ()
+
+
+def test_conflict_warning_names_the_value_and_still_restores() -> None:
+    """Someone else rebinding during the redirect gets a RedirectConflictWarning; restore runs."""
+    mod = types.ModuleType("m")
+    mod.value = original = object()
+    with pytest.warns(RedirectConflictWarning, match="'value'.*'intruder'"):
+        with redirect_attr(mod, "value", "mine"):
+            mod.value = "intruder"
+    assert mod.value is original
+
+
+def test_restore_failure_raises_after_other_restores() -> None:
+    """A failing restore does not stop the others; RestoreError comes after all ran."""
+
+    class Lockable:
+        locked = False
+
+        def __setattr__(self, name: str, value: object) -> None:
+            if type(self).locked:
+                raise AttributeError("locked")
+            object.__setattr__(self, name, value)
+
+    obj = Lockable()
+    obj.a = 1
+    mod = types.ModuleType("m")
+    mod.b = original_b = object()
+    with pytest.raises(RestoreError) as info:
+        with combine(redirect_attr(mod, "b", 2), redirect_attr(obj, "a", 2)):
+            Lockable.locked = True
+    assert mod.b is original_b
+    assert len(info.value.errors) == 1
+    assert patchscope.active() == ()
+
+
+def test_combine_is_all_or_nothing() -> None:
+    """If a later part fails to enter, the earlier parts are undone first."""
+    mod = types.ModuleType("m")
+    mod.a = original = object()
+    with pytest.raises(AttributeMissingError):
+        with combine(redirect_attr(mod, "a", 1), redirect_attr(mod, "missing", 2)):
+            pass
+    assert mod.a is original and patchscope.active() == ()
+
+
+def test_combine_values_and_reverse_exit() -> None:
+    """with combine(a, b) as (va, vb); parts end in reverse order."""
+    mod = types.ModuleType("m")
+    mod.a, mod.b = 1, 2
+    with combine(redirect_attr(mod, "a", 10), redirect_attr(mod, "b", 20)) as values:
+        assert values == (10, 20) and (mod.a, mod.b) == (10, 20)
+    assert (mod.a, mod.b) == (1, 2)
+
+
+def test_combine_rejects_non_redirects() -> None:
+    """combine() names what it was given."""
+    with pytest.raises(TypeError, match="int"):
+        combine(1)  # type: ignore[arg-type]
+
+
+def test_during_wraps_a_third_party_constructor() -> None:
+    """during(owner, '__init__', r): r is active while the constructor runs, then gone."""
+    mod = types.ModuleType("device")
+    mod.kind = "cuda"
+
+    class ThirdParty:
+        def __init__(self) -> None:
+            self.seen = mod.kind
+
+    raw = vars(ThirdParty)["__init__"]
+    with during(ThirdParty, "__init__", redirect_attr(mod, "kind", "cpu")):
+        assert ThirdParty().seen == "cpu"
+        assert mod.kind == "cuda"
+    assert vars(ThirdParty)["__init__"] is raw
+    assert ThirdParty().seen == "cuda"
+
+
+def test_during_inherited_method_deletes_the_shadow() -> None:
+    """Wrapping an inherited method puts a shadow in the owner, deleted on exit."""
+    mod = types.ModuleType("m")
+    mod.flag = False
+
+    class Base:
+        def run(self) -> bool:
+            return bool(mod.flag)
+
+    class Sub(Base):
+        pass
+
+    handle = during(Sub, "run", redirect_attr(mod, "flag", True)).start()
+    assert Sub().run() is True and Base().run() is False
+    handle.stop()
+    assert "run" not in vars(Sub) and Sub().run() is False
+
+
+def test_during_staticmethod_keeps_binding() -> None:
+    """A wrapped staticmethod still binds as one."""
+    mod = types.ModuleType("m")
+    mod.x = 1
+
+    class C:
+        @staticmethod
+        def f(a: int) -> int:
+            return a + int(mod.x)
+
+    with during(C, "f", redirect_attr(mod, "x", 10)):
+        assert C.f(1) == 11 and C().f(1) == 11
+    assert C.f(1) == 2
+
+
+def test_during_missing_method() -> None:
+    """during() on a missing method names owner and method."""
+
+    class C:
+        pass
+
+    with pytest.raises(AttributeMissingError, match="'nope'"):
+        during(C, "nope", redirect_attr(types.ModuleType("m"), "x", 1, create=True)).start()
+
+
+def test_active_reports_target_name_scope_site_thread() -> None:
+    """active() lists live activations with where and by whom they were entered."""
+    mod = types.ModuleType("m")
+    mod.value = 1
+    handle = redirect_attr(mod, "value", 2).start()
+    line = sys._getframe().f_lineno - 1
+    try:
+        (act,) = patchscope.active()
+        assert act.target is mod and act.name == "value" and act.replacement == 2
+        assert act.scope == "process"
+        assert act.site == f"{__file__}:{line}"
+        assert act.thread_name == "MainThread"
+        assert act.thread is threading.current_thread()
+        assert "live" in repr(act)
+    finally:
+        handle.stop()
+    assert patchscope.active() == ()
+    assert "ended" in repr(act)
+
+
+def test_active_stop_from_listing_ends_it() -> None:
+    """An activation found through active() can be stopped; the with-block exit is then a no-op."""
+    mod = types.ModuleType("m")
+    mod.value = original = object()
+    with redirect_attr(mod, "value", 2):
+        patchscope.active()[0].stop()
+        assert mod.value is original
+    assert mod.value is original
+
+
+def test_exit_without_enter_is_an_error() -> None:
+    """__exit__ with no matching __enter__ is a RuntimeError, not a silent no-op."""
+    r = redirect_attr(types.ModuleType("m"), "x", 1, create=True)
+    with pytest.raises(RuntimeError, match="without a matching"):
+        r.__exit__(None, None, None)
+
+
+def test_import_does_not_pull_optional_dependencies() -> None:
+    """import patchscope imports neither torch nor pytest nor hypothesis."""
+    import subprocess
+
+    code = (
+        "import sys, patchscope; "
+        "bad = [m for m in ('torch', 'pytest', 'hypothesis') if m in sys.modules]; "
+        "print(bad); sys.exit(1 if bad else 0)"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_conflict_warning_is_a_warning_not_error_by_default() -> None:
+    """RedirectConflictWarning is a UserWarning subclass."""
+    assert issubclass(RedirectConflictWarning, UserWarning)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        mod = types.ModuleType("m")
+        mod.v = 1
+        with redirect_attr(mod, "v", 2):
+            pass
+
+
+@pytest.mark.parametrize("name", ["weight", "bias"])
+def test_nn_module_parameter_restored_in_place(name: str) -> None:
+    """An nn.Module parameter comes back as the same Parameter, same state_dict order."""
+    torch = pytest.importorskip("torch")
+    lin = torch.nn.Linear(3, 3)
+    original = getattr(lin, name)
+    order = list(lin.state_dict())
+    replacement = torch.nn.Parameter(torch.zeros_like(original))
+    with redirect_attr(lin, name, replacement):
+        assert getattr(lin, name) is replacement
+    assert getattr(lin, name) is original
+    assert lin._parameters[name] is original
+    assert list(lin.state_dict()) == order
+    assert name not in vars(lin)
+
+
+def test_nn_module_buffer_and_submodule_restored() -> None:
+    """Buffers and sub-modules go back through Module.__setattr__, order kept."""
+    torch = pytest.importorskip("torch")
+    net = torch.nn.Module()
+    net.proj = torch.nn.Linear(2, 2)
+    net.bn = bn = torch.nn.BatchNorm1d(2)
+    mean = bn.running_mean
+    sub = net.proj
+    order = list(net.state_dict())
+    with redirect_attr(bn, "running_mean", torch.ones(2)), redirect_attr(
+        net, "proj", torch.nn.Identity()
+    ):
+        assert isinstance(net.proj, torch.nn.Identity)
+        assert bn.running_mean.sum().item() == 2
+    assert bn.running_mean is mean and net._modules["proj"] is sub
+    assert list(net.state_dict()) == order
+
+
+def test_nn_module_wrong_type_refused_nothing_changed() -> None:
+    """Module.__setattr__ refusing a plain tensor as parameter surfaces as not writable."""
+    torch = pytest.importorskip("torch")
+    lin = torch.nn.Linear(2, 2)
+    weight = lin.weight
+    with pytest.raises(TargetNotWritableError, match="'weight'"):
+        redirect_attr(lin, "weight", torch.zeros(2, 2)).start()
+    assert lin.weight is weight and patchscope.active() == ()
+
+
+def test_start_stacklevel_reports_the_callers_caller() -> None:
+    """start(stacklevel=2) records the line that called the helper."""
+    mod = types.ModuleType("m")
+    mod.value = 1
+
+    def helper() -> patchscope.Activation | patchscope.ActivationGroup:
+        return redirect_attr(mod, "value", 2).start(stacklevel=2)
+
+    handle = helper()
+    line = sys._getframe().f_lineno - 1
+    try:
+        assert patchscope.active()[0].site == f"{__file__}:{line}"
+        assert patchscope.active()[0].open is True
+    finally:
+        handle.stop()
