@@ -19,7 +19,10 @@ the next one.
   context activation, else the latest live process activation, else the
   original.
 * A differential test against ``unittest.mock.patch.object`` on LIFO
-  schedules, where mock is correct.
+  schedules, where mock is correct; it agrees on every target kind.
+* Single-behaviour tests: failures the machines shrank to, a with-block left
+  in another thread, and data descriptors (property setters, ``__slots__``)
+  redirected in context scope.
 """
 
 from __future__ import annotations
@@ -661,7 +664,9 @@ def test_lifo_schedules_match_mock_patch_object(schedule: list[Any]) -> None:
 
 
 # ---------------------------------------------------------------------------
-# minimal cases of what the machines above check, one behaviour each
+# single behaviours: shrunk failures of the machines above kept as named
+# regression tests, and with-block and descriptor cases the machines do not
+# exercise
 
 
 def test_with_blocks_of_one_redirect_may_end_out_of_order_in_one_thread() -> None:
@@ -685,6 +690,33 @@ def test_with_blocks_of_one_redirect_may_end_out_of_order_in_one_thread() -> Non
     assert patchscope.active() == ()
 
 
+def test_with_block_may_end_in_another_thread() -> None:
+    """A with-block left in another thread (its generator resumed there) ends its own activation."""
+    mod = types.ModuleType("patchscope_model_target")
+    mod.attr = original = Token("mod.attr")
+    redirect = patchscope.redirect_attr(mod, "attr", Token("mine"))
+
+    def held() -> Iterator[None]:
+        with redirect:
+            yield
+
+    gen = held()
+    next(gen)  # entered in this thread
+    holder, finisher = Worker("holder"), Worker("finisher")
+    # Another thread is inside its own with-block of the same redirect.
+    block = holder.run(lambda: SuspendedWith(redirect))
+    try:
+        finisher.run(lambda: next(gen, None))  # e.g. a thread pool driving the generator
+        assert patchscope.active() == (block.activation,)
+    finally:
+        holder.run(block.stop)
+        holder.close()
+        finisher.close()
+        leaked = stop_everything([])
+    assert leaked == ()
+    assert mod.attr is original
+
+
 def test_context_redirect_of_a_module_attribute_after_another_attribute() -> None:
     """A module attribute can be context-redirected again while another one of it is."""
     mod = types.ModuleType("patchscope_model_target")
@@ -700,37 +732,46 @@ def test_context_redirect_of_a_module_attribute_after_another_attribute() -> Non
     assert vars(mod)["first"] is original
 
 
-def test_context_redirect_of_property_keeps_it_a_data_descriptor_elsewhere() -> None:
-    """While one thread context-redirects a property, other threads still get the property."""
+class WithProperty:
+    """``value`` is a property with a setter."""
 
-    class Box:
-        def __init__(self) -> None:
-            self.stored = 0
+    def __init__(self) -> None:
+        self._value = 0
 
-        @property
-        def value(self) -> object:
-            return ("getter", self.stored)
+    @property
+    def value(self) -> int:
+        return self._value
 
-        @value.setter
-        def value(self, new: int) -> None:
-            self.stored = new
+    @value.setter
+    def value(self, new: int) -> None:
+        self._value = new
 
-    box = Box()
-    original = Box.__dict__["value"]
-    redirect = patchscope.redirect_attr(
-        Box, "value", property(_returns("replaced")), scope="context"
-    )
-    worker = Worker("property-holder")
+
+class WithSlots:
+    """``value`` is a ``__slots__`` member (a data descriptor in the class)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self) -> None:
+        self.value = 0
+
+
+@pytest.mark.parametrize("cls", [WithProperty, WithSlots])
+def test_context_redirect_of_a_data_descriptor_leaves_it_working_elsewhere(cls: type) -> None:
+    """Other threads still write through a data descriptor another thread context-redirects."""
+    obj = cls()
+    original = vars(cls)["value"]
+    replacement = property(_returns("replaced"))
+    redirect = patchscope.redirect_attr(cls, "value", replacement, scope="context")
+    worker = Worker("descriptor-holder")
+    handle = worker.run(redirect.start)
     try:
-        handle = worker.run(redirect.start)
-        assert worker.run(lambda: box.value) == "replaced"
-        # This thread has no activation: the original property, setter included.
-        box.value = 5
-        vars(box)["value"] = "shadow"  # a property wins over the instance dict
-        seen = box.value
-        worker.run(handle.stop)
+        assert worker.run(lambda: obj.value) == "replaced"
+        obj.value = 5  # this thread has no activation: the original descriptor applies
+        assert obj.value == 5
     finally:
+        worker.run(handle.stop)
         worker.close()
-    assert Box.__dict__["value"] is original
-    assert box.stored == 5, "the original setter did not run"
-    assert seen == ("getter", 5)
+    assert vars(cls)["value"] is original
+    assert obj.value == 5, "the write did not go through the original descriptor"
+    assert "value" not in getattr(obj, "__dict__", {})
