@@ -1,0 +1,119 @@
+"""What patchscope.torch costs, measured in one run.
+
+1. Constructing the example attention module (examples/device_agnostic_attention.py)
+   decorated vs. undecorated, at the example's size and at a production-like
+   width; the target is a ratio of at most 1.10. The decorators add a fixed
+   cost per construction, so the ratio shrinks as the module grows. Where
+   the undecorated class cannot construct (no CUDA), its baseline runs with
+   ``torch.cuda.Event`` rebound once, by hand, outside the timed loop: what
+   the module costs with no per-construction patching at all.
+2. HostEvent: ``record()`` and ``elapsed_time()``, in nanoseconds per call.
+
+    python benchmarks/bench_torch.py
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from types import ModuleType
+
+import torch
+
+from patchscope.torch import HostEvent, active_device_type, device_event_class
+
+TARGET_RATIO = 1.10
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "device_agnostic_attention.py"
+
+
+def load_example() -> ModuleType:
+    """Import the attention example as a module."""
+    spec = importlib.util.spec_from_file_location("device_agnostic_attention", EXAMPLE)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def mean_ns(call: Callable[[], object], number: int) -> float:
+    """Return the mean nanoseconds per call over ``number`` calls."""
+    start = time.perf_counter_ns()
+    for _ in range(number):
+        call()
+    return (time.perf_counter_ns() - start) / number
+
+
+def best_ns(call: Callable[[], object], number: int, repeat: int = 7) -> float:
+    """Return the best mean nanoseconds per call over ``repeat`` runs of ``number`` calls."""
+    return min(mean_ns(call, number) for _ in range(repeat))
+
+
+def undecorated_ns(attention: Callable[[], object], number: int) -> float:
+    """Time the undecorated class, rebinding torch.cuda.Event once if CUDA is absent."""
+    event_class = device_event_class()
+    if event_class is torch.cuda.Event:
+        return mean_ns(attention, number)
+    original = torch.cuda.Event
+    torch.cuda.Event = event_class  # type: ignore[misc]
+    try:
+        return mean_ns(attention, number)
+    finally:
+        torch.cuda.Event = original  # type: ignore[misc]
+
+
+def bench_construction(
+    example: ModuleType, dim: int, heads: int, number: int, repeat: int = 15
+) -> None:
+    """Print construction times of the attention module, undecorated and decorated."""
+    print(
+        f"Attention(dim={dim}, heads={heads}) construction on {active_device_type()}, "
+        f"best of {repeat} x {number}:"
+    )
+    make = {
+        name: functools.partial(getattr(example, name), dim=dim, heads=heads)
+        for name in ("Attention", "EventsOnlyAttention", "PortableAttention")
+    }
+    # Round-robin, so that changing machine load hits every variant alike.
+    times = dict.fromkeys(make, float("inf"))
+    for _ in range(repeat):
+        times["Attention"] = min(times["Attention"], undecorated_ns(make["Attention"], number))
+        for name in ("EventsOnlyAttention", "PortableAttention"):
+            times[name] = min(times[name], mean_ns(make[name], number))
+    baseline = times["Attention"]
+    print(f"  undecorated          {baseline / 1e3:10.1f} us")
+    for name, decorator in [
+        ("EventsOnlyAttention", "@device_events()"),
+        ("PortableAttention", "@device_namespace()"),
+    ]:
+        ratio = times[name] / baseline
+        verdict = "ok" if ratio <= TARGET_RATIO else f"above the {TARGET_RATIO:.2f} target"
+        extra = (times[name] - baseline) / 1e3
+        print(
+            f"  {decorator:20s} {times[name] / 1e3:10.1f} us  ratio {ratio:.3f} "
+            f"({extra:+.1f} us, {verdict})"
+        )
+
+
+def bench_host_event(number: int = 100_000) -> None:
+    """Print HostEvent record() and elapsed_time() costs."""
+    start, end = HostEvent(enable_timing=True), HostEvent(enable_timing=True)
+    start.record()
+    end.record()
+    record = best_ns(end.record, number)
+    elapsed = best_ns(lambda: start.elapsed_time(end), number)
+    print(f"HostEvent (best of 7 x {number}):")
+    print(f"  record()                     {record:8.0f} ns")
+    print(f"  elapsed_time()               {elapsed:8.0f} ns")
+    print(f"  record() + elapsed_time()    {record + elapsed:8.0f} ns")
+
+
+if __name__ == "__main__":
+    example = load_example()
+    bench_construction(example, dim=64, heads=4, number=100)  # the example's defaults
+    bench_construction(example, dim=1024, heads=16, number=3)
+    bench_host_event()

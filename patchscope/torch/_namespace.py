@@ -1,0 +1,173 @@
+"""Redirects that point CUDA-written code at the active device: device_events, device_namespace."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from types import ModuleType
+from typing import Any, Literal
+
+import torch
+
+from patchscope import Redirect, combine, redirect_attr, redirect_construction
+from patchscope._redirect import deferred
+
+from . import _host
+from ._detect import device_type_of
+from ._events import device_event_class
+
+Scope = Literal["context", "process"]
+
+# The classes as defined, not as ``torch.cuda`` currently names them: somebody
+# may have rebound ``torch.cuda.Event``; these are what construction reaches.
+_CUDA_EVENT = torch.cuda.streams.Event
+_CUDA_STREAM = torch.cuda.streams.Stream
+# The ``torch.cuda`` functions that device_namespace redirects by name.
+_FUNCTIONS = ("current_stream", "default_stream", "stream", "synchronize")
+
+
+def device_events(
+    device: str | torch.device | None = None, *, scope: Scope = "context"
+) -> Redirect:
+    """Make ``torch.cuda.Event`` construct the event of ``device`` (the active device when None).
+
+    While active, every construction of ``torch.cuda.Event``, through any
+    name (``torch.cuda.streams.Event``, ``from torch.cuda import Event``,
+    Dynamo's device interface), builds ``device_event_class(device)`` from
+    the same arguments instead. The device is resolved at each activation
+    (each ``with``, each decorated call, each construction of a decorated
+    class), not when ``device_events()`` is called. On CUDA nothing is
+    installed: ``patchscope.active()`` stays empty.
+
+    Usable in every form a Redirect has: ``with``, a function, method,
+    generator or coroutine decorator, or a class decorator (active during
+    the class's ``__init__``), ``start()``/``stop()``.
+
+    Thread safety: with ``scope="context"`` (the default) only the thread or
+    asyncio task that activated it sees the redirect; every other thread
+    gets ``torch.cuda.Event``'s own behaviour at the same time.
+    ``scope="process"`` makes it visible to all threads.
+    """
+    _check(device, scope)
+    return deferred(lambda: _events_redirect(device_event_class(device), scope))
+
+
+def device_namespace(
+    device: str | torch.device | None = None, *, scope: Scope = "context"
+) -> Redirect:
+    """Point ``torch.cuda``'s event and stream API at ``device`` (the active device when None).
+
+    Redirects ``Event``, ``Stream``, ``current_stream``, ``default_stream``,
+    ``stream`` (the context manager) and ``synchronize`` of ``torch.cuda`` to
+    the device's equivalents, so unmodified CUDA code runs: overlap with
+    ``torch.cuda.stream(aux)``, ``event.record()``/``wait()``, timing with
+    ``elapsed_time``. On CPU these are :class:`HostEvent`, :class:`HostStream`
+    and their functions; a backend without streams of its own (MPS) gets the
+    host streams with its own events. ``Event`` and ``Stream`` are redirected
+    at construction, so ``from torch.cuda import Stream`` is reached too; the
+    four functions are rebound by name on ``torch.cuda``. A backend without a
+    ``default_stream`` (XPU) gets one that raises NotImplementedError.
+
+    The device is resolved at each activation; on CUDA nothing is installed.
+    Usable in every form a Redirect has, like :func:`device_events`.
+
+    Thread safety: with ``scope="context"`` (the default) only the thread or
+    asyncio task that activated it sees the redirects; ``scope="process"``
+    makes them visible to all threads.
+    """
+    _check(device, scope)
+
+    def resolve() -> Redirect | None:
+        device_type = device_type_of(device)
+        return _namespace_redirect(
+            device_type, device_event_class(device_type), getattr(torch, device_type, None), scope
+        )
+
+    return deferred(resolve)
+
+
+def _check(device: str | torch.device | None, scope: str) -> None:
+    """Reject a bad device or scope when the redirect is made, not at its first use."""
+    if device is not None:
+        device_type_of(device)
+    if scope not in ("context", "process"):
+        raise ValueError(f"scope must be 'context' or 'process', not {scope!r}")
+
+
+# Cached so that each activation reuses one Redirect per device: a Redirect
+# may be active any number of times at once, and building one costs more
+# than activating it. The keys hold the classes and modules themselves, so a
+# backend registered later gets a fresh entry.
+@functools.cache
+def _events_redirect(event_class: type, scope: Scope) -> Redirect | None:
+    """Return the redirect of torch.cuda.Event to ``event_class``; None on CUDA."""
+    if event_class is _CUDA_EVENT:
+        return None
+    return redirect_construction(_CUDA_EVENT, event_class, scope=scope)
+
+
+@functools.cache
+def _namespace_redirect(
+    device_type: str, event_class: type, module: ModuleType | None, scope: Scope
+) -> Redirect | None:
+    """Return the combined redirect of torch.cuda's stream API to ``device_type``; None on CUDA."""
+    if event_class is _CUDA_EVENT:
+        return None
+    stream_class, functions = _streams(device_type, module)
+    return combine(
+        redirect_construction(_CUDA_EVENT, event_class, scope=scope),
+        redirect_construction(_CUDA_STREAM, stream_class, scope=scope),
+        *(redirect_attr(torch.cuda, name, functions[name], scope=scope) for name in _FUNCTIONS),
+    )
+
+
+def _streams(
+    device_type: str, module: ModuleType | None
+) -> tuple[type, dict[str, Callable[..., Any]]]:
+    """Return the stream class and the four stream functions that stand in for CUDA's."""
+    host: dict[str, Callable[..., Any]] = {
+        "current_stream": _host.current_stream,
+        "default_stream": _host.default_stream,
+        "stream": _host.stream_context,
+        "synchronize": _host.synchronize,
+    }
+    if device_type == "cpu":
+        return _host.HostStream, host
+    if module is None:
+        raise ValueError(
+            f"device_namespace({device_type!r}) needs the torch.{device_type} module; "
+            "import the backend's package first"
+        )
+    if not hasattr(module, "Stream"):
+        # One queue (MPS): host streams keep CUDA code's ordering, since all
+        # its work lands on that queue anyway; synchronize waits for it.
+        host["synchronize"] = _without_device(module.synchronize)
+        return _host.HostStream, host
+    functions = {name: getattr(module, name, None) for name in _FUNCTIONS}
+    return module.Stream, {
+        name: function if function is not None else _missing(device_type, name)
+        for name, function in functions.items()
+    }
+
+
+def _without_device(synchronize: Callable[[], None]) -> Callable[..., None]:
+    """Adapt a backend's ``synchronize()`` to ``torch.cuda.synchronize(device=None)``."""
+
+    @functools.wraps(synchronize)
+    def synchronize_any(device: object = None) -> None:
+        synchronize()
+
+    return synchronize_any
+
+
+def _missing(device_type: str, name: str) -> Callable[..., Any]:
+    """Return a stand-in for ``torch.cuda.<name>`` that says the backend lacks it."""
+
+    def missing(*args: object, **kwargs: object) -> Any:
+        raise NotImplementedError(
+            f"torch.{device_type} has no {name}(), so device_namespace cannot stand in "
+            f"for torch.cuda.{name} on {device_type!r}"
+        )
+
+    missing.__name__ = missing.__qualname__ = name
+    return missing
