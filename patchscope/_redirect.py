@@ -48,13 +48,14 @@ class ActivationGroup:
     :class:`~patchscope.RestoreError` is raised afterwards.
     """
 
-    __slots__ = ("_parts", "_pushed", "thread_id", "value")
+    __slots__ = ("_frame", "_parts", "_pushed", "thread_id", "value")
 
     def __init__(self, parts: list[Activation | ActivationGroup], value: object) -> None:
         self._parts = parts
         self.value = value
         self.thread_id = threading.get_ident()
         self._pushed = False
+        self._frame: Any = None
 
     @property
     def activations(self) -> tuple[Activation, ...]:
@@ -131,7 +132,7 @@ class Redirect:
         return generic_enter(self, _getframe(1))
 
     def __exit__(self, *exc_info: object) -> None:
-        generic_exit(self)
+        generic_exit(self, _getframe(1))
 
     @overload
     def __call__(self, obj: type[_T]) -> type[_T]: ...

@@ -44,6 +44,8 @@ from ._resolve import (
     SETATTR,
     capture,
     describe,
+    is_data_descriptor,
+    lookup_mro,
     private_module_classes,
     resolve,
 )
@@ -89,6 +91,7 @@ class Activation:
     _spec: Any = None  # extra data of the redirect kind (constructions)
     _ctx = False  # installed through a context slot
     _pushed = False  # paired through the context's with-stack
+    _frame: Any = None  # the frame of the with-statement that entered it
 
     def __init__(self, redirect: Any, value: object, code: Any, lasti: int) -> None:
         self._redirect = redirect
@@ -251,6 +254,14 @@ class _ClassSlot:
         )
 
     def __get__(self, instance: object, owner: type | None = None) -> Any:
+        value = self._chosen(instance, owner)
+        get = getattr(type(value), "__get__", None)
+        if get is None:
+            return value
+        return get(value, instance, owner)
+
+    def _chosen(self, instance: object, owner: type | None) -> Any:
+        """The raw value this context sees: its own replacement, else the fallback."""
         acts = self.var.get()
         value = self.fallback
         if acts:
@@ -260,10 +271,7 @@ class _ClassSlot:
                     break
         if value is ABSENT:
             value = self._inherited(instance, owner)
-        get = getattr(type(value), "__get__", None)
-        if get is None:
-            return value
-        return get(value, instance, owner)
+        return value
 
     def _inherited(self, instance: object, owner: type | None) -> object:
         cls = self.cls_ref()
@@ -279,6 +287,57 @@ class _ClassSlot:
         raise AttributeError(
             f"type object {getattr(cls, '__qualname__', '?')!r} has no attribute {self.name!r}"
         )
+
+
+class _DataClassSlot(_ClassSlot):
+    """The slot installed where the original is a data descriptor.
+
+    A property with a setter or a ``__slots__`` member keeps working in every
+    other context: assignment and deletion go to the value this context sees,
+    and that value wins over the instance ``__dict__`` exactly when it is a
+    data descriptor itself.
+    """
+
+    __slots__ = ()
+
+    def __get__(self, instance: object, owner: type | None = None) -> Any:
+        value = self._chosen(instance, owner)
+        if instance is not None and not is_data_descriptor(value):
+            own = getattr(instance, "__dict__", None)
+            if own is not None and self.name in own:
+                return own[self.name]
+        get = getattr(type(value), "__get__", None)
+        if get is None:
+            return value
+        return get(value, instance, owner)
+
+    def __set__(self, instance: object, new: object) -> None:
+        value = self._chosen(instance, type(instance))
+        setter = getattr(type(value), "__set__", None)
+        if setter is not None:
+            setter(value, instance, new)
+        else:
+            _instance_dict(instance, self.name)[self.name] = new
+
+    def __delete__(self, instance: object) -> None:
+        value = self._chosen(instance, type(instance))
+        deleter = getattr(type(value), "__delete__", None)
+        if deleter is not None:
+            deleter(value, instance)
+            return
+        own = _instance_dict(instance, self.name)
+        if self.name not in own:
+            raise AttributeError(self.name)
+        del own[self.name]
+
+
+def _instance_dict(instance: object, name: str) -> dict[str, Any]:
+    own = getattr(instance, "__dict__", None)
+    if own is None:
+        raise AttributeError(
+            f"{type(instance).__name__!r} object attribute {name!r} is read-only"
+        )
+    return own  # type: ignore[no-any-return]
 
 
 class _WeakIdCache:
@@ -345,10 +404,15 @@ def _install_slot(entry: _Entry) -> None:
     if slots is None:
         slots = {}
         _class_slots.set(target, slots)
-    cslot = slots.get(name)
+    fallback = _process_value(entry)
+    original = fallback if fallback is not ABSENT else lookup_mro(target, name)
+    # Data descriptors (properties with setters, __slots__ members) keep
+    # their precedence and their setter in every other context.
+    kind = _DataClassSlot if is_data_descriptor(original) else _ClassSlot
+    cslot = slots.get((name, kind))
     if cslot is None:
-        cslot = slots[name] = _ClassSlot(target, name)
-    cslot.fallback = _process_value(entry)
+        cslot = slots[(name, kind)] = kind(target, name)
+    cslot.fallback = fallback
     try:
         setattr(target, name, cslot)
     except (TypeError, AttributeError) as exc:
@@ -647,14 +711,20 @@ def exit_activation(act: Activation) -> None:
 #
 # A Redirect holds no per-activation state, so ``__exit__`` must find the
 # handle its ``__enter__`` made. Each Redirect keeps the list of its live
-# with-handles. When that list holds one handle, it is the one. A handle is
-# also pushed on the context's with-stack when its thread already had a live
-# with-handle of the same Redirect (nesting, recursion, asyncio tasks), so
-# exits pair exactly; every other handle is the only one of its thread.
+# with-handles, each remembering the frame of its with-statement: a with
+# statement calls __enter__ and __exit__ from the same frame object, also in
+# a generator that is suspended inside the block and resumed later, in any
+# thread. Within one frame, blocks nest, so the newest handle of that frame is
+# the one. Only callers that enter and exit from different frames
+# (contextlib.ExitStack) fall back to the context's with-stack: a handle is
+# pushed there when its thread already had a live with-handle of the same
+# Redirect, so nested exits pair exactly; every other handle is the only one
+# of its thread.
 
 
-def _pair_enter(handles: list[Any], handle: Any) -> None:
-    """Record *handle* as a live with-handle; call under the lock."""
+def _pair_enter(handles: list[Any], handle: Any, frame: Any) -> None:
+    """Record *handle* as a live with-handle entered from *frame*; under the lock."""
+    handle._frame = frame
     if handles:
         me = handle.thread_id
         for other in handles:
@@ -664,28 +734,29 @@ def _pair_enter(handles: list[Any], handle: Any) -> None:
     handles.append(handle)
 
 
-def _pair_exit(handles: list[Any]) -> Any:
-    """Find and forget the handle the current ``__exit__`` belongs to; under the lock."""
-    node = _with_stack.get()
-    if node is None and len(handles) == 1:
-        return handles.pop()
+def _pair_exit(handles: list[Any], frame: Any) -> Any:
+    """Find and forget the handle the ``__exit__`` called from *frame* belongs to."""
+    for i in range(len(handles) - 1, -1, -1):
+        handle = handles[i]
+        if handle._frame is frame:
+            del handles[i]
+            handle._frame = None
+            if handle._pushed:
+                _forget_node(handles, handle)
+            return handle
     handle = None
+    node = _with_stack.get()
     if node is not None:
         me = _get_ident()
-        skipped = []
         # A node counts if it is this redirect's, live, and this thread's (a
         # context copied into another thread carries the parent's nodes).
         while node is not None and not (
             node[0] is handles and node[1].thread_id == me and node[1] in handles
         ):
-            skipped.append(node)
             node = node[2]
         if node is not None:
             handle = node[1]
-            rest = node[2]
-            for other in reversed(skipped):
-                rest = (other[0], other[1], rest)
-            _with_stack.set(rest)
+            _forget_node(handles, handle)
     if handle is None:
         if len(handles) == 1:
             handle = handles[0]
@@ -698,7 +769,23 @@ def _pair_exit(handles: list[Any]) -> Any:
     if handle is None:
         raise RuntimeError("__exit__ without a matching __enter__ in this thread")
     handles.remove(handle)
+    handle._frame = None
     return handle
+
+
+def _forget_node(handles: list[Any], handle: Any) -> None:
+    """Drop *handle*'s node from this context's with-stack, if it is there."""
+    node = _with_stack.get()
+    skipped = []
+    while node is not None and not (node[0] is handles and node[1] is handle):
+        skipped.append(node)
+        node = node[2]
+    if node is None:
+        return
+    rest = node[2]
+    for other in reversed(skipped):
+        rest = (other[0], other[1], rest)
+    _with_stack.set(rest)
 
 
 def enter_with(redirect: Any) -> Any:
@@ -719,8 +806,9 @@ def enter_with(redirect: Any) -> Any:
     try:
         _enter_locked(redirect, target, key, act)
         if handles:
-            _pair_enter(handles, act)
+            _pair_enter(handles, act, frame)
         else:
+            act._frame = frame
             handles.append(act)
     finally:
         lock.release()
@@ -736,7 +824,7 @@ def exit_with(redirect: Any, *exc_info: object) -> None:
     lock = _lock
     lock.acquire()
     try:
-        act = _pair_exit(redirect._handles)
+        act = _pair_exit(redirect._handles, _getframe(1))
         if not act.open:
             return
         conflict, error = _exit_locked(act)
@@ -753,7 +841,7 @@ def generic_enter(redirect: Any, frame: Any) -> Any:
     lock = _lock
     lock.acquire()
     try:
-        _pair_enter(handles, handle)
+        _pair_enter(handles, handle, frame)
     finally:
         lock.release()
     if handle._pushed:
@@ -761,12 +849,12 @@ def generic_enter(redirect: Any, frame: Any) -> Any:
     return handle.replacement if isinstance(handle, Activation) else handle.value
 
 
-def generic_exit(redirect: Any) -> None:
+def generic_exit(redirect: Any, frame: Any) -> None:
     """``__exit__`` for any Redirect: find this with-block's handle and stop it."""
     lock = _lock
     lock.acquire()
     try:
-        handle = _pair_exit(redirect._handles)
+        handle = _pair_exit(redirect._handles, frame)
     finally:
         lock.release()
     handle.stop()

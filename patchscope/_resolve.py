@@ -130,7 +130,8 @@ def lookup_mro(tp: type, name: str) -> object:
     return ABSENT
 
 
-def _is_data_descriptor(value: object) -> bool:
+def is_data_descriptor(value: object) -> bool:
+    """True if *value*'s type defines ``__set__`` or ``__delete__``."""
     tp = type(value)
     return hasattr(tp, "__set__") or hasattr(tp, "__delete__")
 
@@ -152,7 +153,7 @@ def capture(target: object, name: str, create: bool) -> tuple[int, object]:
         if tp in private_module_classes:
             tp = tp.__mro__[1]  # our own per-name slots are not the target's
         meta = lookup_mro(tp, name)
-        if meta is not ABSENT and _is_data_descriptor(meta):
+        if meta is not ABSENT and is_data_descriptor(meta):
             # __slots__ members, properties with setters, type.__doc__ ...: the
             # object's own setattr is the only correct way back.
             try:

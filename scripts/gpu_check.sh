@@ -22,5 +22,5 @@ if torch.cuda.device_count() == 0:
 print(f"gpu_check: torch {torch.__version__} on {torch.cuda.get_device_name(0)}")
 PY
 
-timeout 150 "$venv/bin/python" -m pytest -q -p no:cacheprovider -m gpu tests/torch
+timeout 150 "$venv/bin/python" -m pytest -q -p no:cacheprovider -m gpu tests/torch_layer
 timeout 60 "$venv/bin/python" examples/device_agnostic_attention.py
