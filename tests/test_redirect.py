@@ -552,3 +552,20 @@ def test_start_stacklevel_reports_the_callers_caller() -> None:
         assert patchscope.active()[0].open is True
     finally:
         handle.stop()
+
+
+def test_exitstack_pairs_nested_activations_of_one_redirect() -> None:
+    """enter_context() from ExitStack (enter and exit in other frames) still pairs exactly."""
+    import contextlib
+
+    mod = types.ModuleType("m")
+    mod.value = "orig"
+    r = redirect_attr(mod, "value", "r")
+    s = redirect_attr(mod, "value", "s")
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(r)
+        stack.enter_context(s)
+        stack.enter_context(r)
+        assert mod.value == "r"
+        assert len(patchscope.active()) == 3
+    assert mod.value == "orig" and patchscope.active() == ()
