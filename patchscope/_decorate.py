@@ -51,32 +51,26 @@ def wrap_callable(redirect: Redirect, fn: Callable[..., Any]) -> Any:
     code, lasti = _site_of(fn)
     activate = redirect._activate
 
+    # Generators, async generators and coroutines get a driver that activates
+    # the redirect around each step of their own code; plain callables around
+    # the call.
+    driver: Callable[..., Any] | None = None
     if inspect.isasyncgenfunction(fn):
+        driver = _drive_async
+    elif inspect.isgeneratorfunction(fn):
+        driver = _drive
+    elif inspect.iscoroutinefunction(fn):
+        driver = _await
 
-        def asyncgen_wrapper(
+    if driver is not None:
+        drive = driver
+
+        def step_wrapper(
             wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
-        ) -> AsyncGenerator[Any, Any]:
-            return _drive_async(activate, code, lasti, wrapped, args, kwargs)
+        ) -> Any:
+            return drive(activate, code, lasti, wrapped, args, kwargs)
 
-        return wrapt.FunctionWrapper(fn, asyncgen_wrapper)
-
-    if inspect.isgeneratorfunction(fn):
-
-        def gen_wrapper(
-            wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
-        ) -> Generator[Any, Any, Any]:
-            return _drive(activate, code, lasti, wrapped, args, kwargs)
-
-        return wrapt.FunctionWrapper(fn, gen_wrapper)
-
-    if inspect.iscoroutinefunction(fn):
-
-        def coro_wrapper(
-            wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
-        ) -> Coroutine[Any, Any, Any]:
-            return _await(activate, code, lasti, wrapped(*args, **kwargs))
-
-        return wrapt.FunctionWrapper(fn, coro_wrapper)
+        return wrapt.FunctionWrapper(fn, step_wrapper)
 
     def call_wrapper(
         wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
@@ -90,7 +84,19 @@ def wrap_callable(redirect: Redirect, fn: Callable[..., Any]) -> Any:
     return wrapt.FunctionWrapper(fn, call_wrapper)
 
 
-async def _await(
+def _await(
+    activate: Callable[[Any, int], Any],
+    code: Any,
+    lasti: int,
+    wrapped: Any,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+) -> Coroutine[Any, Any, Any]:
+    # Call now, so bad arguments raise at the call as they would undecorated.
+    return _run_activated(activate, code, lasti, wrapped(*args, **kwargs))
+
+
+async def _run_activated(
     activate: Callable[[Any, int], Any], code: Any, lasti: int, coro: Any
 ) -> Any:
     # Activated when the coroutine starts running, in the awaiting task's context.
