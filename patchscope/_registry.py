@@ -736,6 +736,10 @@ def _pair_enter(handles: list[Any], handle: Any, frame: Any) -> None:
 
 def _pair_exit(handles: list[Any], frame: Any) -> Any:
     """Find and forget the handle the ``__exit__`` called from *frame* belongs to."""
+    if len(handles) == 1 and handles[0]._frame is frame and not handles[0]._pushed:
+        handle = handles.pop()
+        handle._frame = None
+        return handle
     for i in range(len(handles) - 1, -1, -1):
         handle = handles[i]
         if handle._frame is frame:
