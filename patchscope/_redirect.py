@@ -3,9 +3,10 @@
 A :class:`Redirect` holds no per-activation state: each ``with``, decorated
 call or :meth:`Redirect.start` creates its own handle (an
 :class:`~patchscope._registry.Activation` or an :class:`ActivationGroup`).
-``with`` blocks find their handle again through a context-local stack, so the
-same object works nested, recursively, from many threads and from many asyncio
-tasks (``mock.patch`` keeps that state on the patcher and breaks; ANCHORS).
+``with`` blocks find their handle again by the frame of their ``with``
+statement (see ``_registry``), so the same object works nested, recursively,
+from many threads, asyncio tasks and suspended generators (``mock.patch``
+keeps that state on the patcher and breaks; ANCHORS).
 """
 
 from __future__ import annotations
