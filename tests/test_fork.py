@@ -19,7 +19,11 @@ import pytest
 import patchscope
 from patchscope import _registry
 
-pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+pytestmark = [
+    pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork"),
+    # Forking with other threads alive is exactly what these tests exercise.
+    pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning"),
+]
 
 TIMEOUT = 10.0  # seconds; only reached when something hangs
 CHILD_ALARM = 20  # seconds before SIGALRM kills a hung child
