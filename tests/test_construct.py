@@ -254,3 +254,15 @@ def test_construction_redirect_does_not_keep_class_alive() -> None:
     del Temp
     gc.collect()
     assert ref() is None
+
+
+def test_unpickling_inside_the_activating_context_builds_the_replacement() -> None:
+    """The documented edge: pickle.loads calls cls.__new__ from C, so it is redirected too."""
+    data = pickle.dumps(Plain(5))
+    with redirect_construction(Plain, HostEvent):
+        inside = pickle.loads(data)
+        elsewhere = _in_thread(lambda: pickle.loads(data))
+    assert isinstance(inside, HostEvent)
+    assert type(elsewhere) is Plain and elsewhere.x == 5
+    after = pickle.loads(data)
+    assert type(after) is Plain and after.x == 5
