@@ -528,3 +528,26 @@ def test_check_restores_validates_its_arguments() -> None:
         check_restores(lambda: [lambda: None], watch=[])
     with pytest.raises(TypeError, match="neither a redirect"):
         check_restores(lambda: [3], watch=[_module()], max_examples=1)
+
+
+def test_snapshot_ignores_a_submodule_bound_by_its_first_import() -> None:
+    """Importing pkg.sub for the first time binds pkg.sub; that is not a leak."""
+    import importlib
+    import sys
+    import types
+
+    parent = types.ModuleType("snap_parent_pkg")
+    parent.__path__ = []  # a package
+    sys.modules["snap_parent_pkg"] = parent
+    try:
+        snap = patchscope.testing.snapshot(parent)
+        child = types.ModuleType("snap_parent_pkg.child")
+        sys.modules["snap_parent_pkg.child"] = child
+        parent.child = child  # what the import system does
+        parent.other = types.ModuleType("unrelated")  # a real change
+        names = [d.name for d in snap.diff()]
+        assert names == ["other"]
+        assert importlib.import_module("snap_parent_pkg.child") is child
+    finally:
+        sys.modules.pop("snap_parent_pkg", None)
+        sys.modules.pop("snap_parent_pkg.child", None)

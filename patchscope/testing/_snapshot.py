@@ -10,6 +10,8 @@ but different object is still a patch.
 from __future__ import annotations
 
 import dataclasses
+import sys
+import types
 from collections.abc import Iterable
 from typing import Final
 
@@ -19,6 +21,17 @@ from .._resolve import ABSENT, describe
 #: ``warnings`` machinery adds ``__warningregistry__`` to the module that
 #: triggered a warning, which is not a patch.
 _IGNORED: Final = frozenset({"__warningregistry__"})
+
+
+def _submodule(obj: object, name: str, value: object) -> bool:
+    """True if *value* is the submodule ``obj.name`` that an import bound on its parent.
+
+    Importing ``pkg.sub`` for the first time sets ``pkg.sub``; that is the
+    import system at work (often a lazy import inside a library), not a patch.
+    """
+    if not isinstance(obj, types.ModuleType) or not isinstance(value, types.ModuleType):
+        return False
+    return value.__name__ == f"{obj.__name__}.{name}" and sys.modules.get(value.__name__) is value
 
 
 @dataclasses.dataclass(frozen=True)
@@ -107,7 +120,7 @@ class Snapshot:
                 if current is not value and name not in _IGNORED:
                     differences.append(Difference(obj, name, value, current))
             for name, value in new.items():
-                if name not in old and name not in _IGNORED:
+                if name not in old and name not in _IGNORED and not _submodule(obj, name, value):
                     differences.append(Difference(obj, name, ABSENT, value))
         return differences
 
