@@ -375,3 +375,30 @@ def test_two_attributes_of_one_module_again_and_again() -> None:
             assert (m.value, m.other) == (3, 4)
         assert (m.value, m.other) == (1, "x") and type(m) is types.ModuleType
     assert patchscope.active() == ()
+
+
+def test_decorated_coroutine_in_context_scope_is_invisible_to_other_tasks(
+    mod: types.ModuleType,
+) -> None:
+    """A context-scope decorated coroutine sees its value across awaits; a sibling task does not."""
+
+    @redirect_attr(mod, "value", "mine", scope="context")
+    async def decorated(entered: asyncio.Event, go: asyncio.Event) -> list[object]:
+        seen = [mod.value]
+        entered.set()
+        await go.wait()
+        seen.append(mod.value)
+        return seen
+
+    async def sibling(entered: asyncio.Event, go: asyncio.Event) -> object:
+        await entered.wait()
+        value = mod.value
+        go.set()
+        return value
+
+    async def main() -> tuple[list[object], object]:
+        entered, go = asyncio.Event(), asyncio.Event()
+        return await asyncio.gather(decorated(entered, go), sibling(entered, go))
+
+    seen, other = asyncio.run(main())
+    assert seen == ["mine", "mine"] and other == 10 and mod.value == 10
