@@ -421,8 +421,12 @@ def _install_slot(entry: _Entry) -> None:
 
 
 def _uninstall_slot(entry: _Entry) -> None:
+    """Forget the slot; a module gets its own class back with its last slot.
+
+    A class's slot stays in its dict until the caller writes the process
+    value (or the original) back over it.
+    """
     target = entry.target
-    slot = entry.slot
     entry.slot = None
     if isinstance(target, types.ModuleType):
         swap = _module_swaps[id(target)]
@@ -431,11 +435,6 @@ def _uninstall_slot(entry: _Entry) -> None:
             del _module_swaps[id(target)]
             if type(target) is swap[1]:
                 target.__class__ = swap[0]
-        return
-    # Class: the slot leaves the class dict; the process value goes back in.
-    if target.__dict__.get(entry.name) is slot:
-        entry.written = True
-    _write_process_state(entry)
 
 
 _OBJECT_NEW: Any = object.__dict__["__new__"]
@@ -610,15 +609,19 @@ def _enter_context(entry: _Entry, act: Activation) -> None:
     act._slot = entry.slot
 
 
+#: "nobody else rebound the name" (ABSENT is a possible conflicting value: a deletion)
+_NO_CONFLICT: Any = object()
+
+
 def _exit_locked(act: Activation) -> tuple[object, BaseException | None]:
-    """Remove *act* under the lock; return (conflicting value or ABSENT, restore error)."""
+    """Remove *act* under the lock; return (conflicting value or _NO_CONFLICT, restore error)."""
     act.open = False
     entry = act._entry
     if entry is None:
-        return ABSENT, None
+        return _NO_CONFLICT, None
     stack = entry.stack
     target, name = entry.target, entry.name
-    conflict: object = ABSENT
+    conflict: object = _NO_CONFLICT
     error: BaseException | None = None
     if len(stack) == 1 and entry.slot is None and entry.kind == OWN:
         # The common case: the only activation ends; put the original back.
@@ -643,7 +646,8 @@ def _exit_locked(act: Activation) -> tuple[object, BaseException | None]:
     else:
         stack.remove(act)
     try:
-        if entry.slot is None:
+        slot = entry.slot
+        if slot is None:
             if was_top:
                 current = _read(entry)
                 if current is not entry.installed and entry.written:
@@ -653,11 +657,20 @@ def _exit_locked(act: Activation) -> tuple[object, BaseException | None]:
             if act._ctx:
                 entry.n_context -= 1
             if entry.n_context == 0:
-                if isinstance(entry.slot, _ClassSlot):
-                    current = target.__dict__.get(name, ABSENT)
-                    if current is not entry.slot:
-                        conflict = current
+                # What the target's dict should hold now, if nobody else wrote.
+                current = target.__dict__.get(name, ABSENT)
+                if isinstance(slot, _ClassSlot):
+                    expected: object = slot
+                elif entry.written:
+                    expected = entry.installed
+                else:
+                    expected = entry.original if entry.kind == OWN else ABSENT
+                if current is not expected:
+                    conflict = current
                 _uninstall_slot(entry)
+                if conflict is not _NO_CONFLICT or isinstance(slot, _ClassSlot):
+                    # The dict holds our slot or someone else's value: rewrite it.
+                    entry.written = True
             _write_process_state(entry)
     except Exception as exc:
         error = exc
@@ -678,10 +691,11 @@ def _after_exit(act: Activation, conflict: object, error: BaseException | None) 
             var.set(())
         elif act in acts:
             var.set(tuple(a for a in acts if a.open))
-    if conflict is not ABSENT:
+    if conflict is not _NO_CONFLICT:
+        found = "deleted" if conflict is ABSENT else f"rebound to {conflict!r}"
         warnings.warn(
             RedirectConflictWarning(
-                f"{describe(act.target)} attribute {act.name!r} was rebound to {conflict!r} "
+                f"{describe(act.target)} attribute {act.name!r} was {found} "
                 "by someone else while redirected; restoring the original anyway"
             ),
             stacklevel=4,
@@ -834,7 +848,7 @@ def exit_with(redirect: Any, *exc_info: object) -> None:
         conflict, error = _exit_locked(act)
     finally:
         lock.release()
-    if conflict is not ABSENT or error is not None or act._slot is not None:
+    if conflict is not _NO_CONFLICT or error is not None or act._slot is not None:
         _after_exit(act, conflict, error)
 
 

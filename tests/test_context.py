@@ -402,3 +402,26 @@ def test_decorated_coroutine_in_context_scope_is_invisible_to_other_tasks(
 
     seen, other = asyncio.run(main())
     assert seen == ["mine", "mine"] and other == 10 and mod.value == 10
+
+
+@pytest.mark.parametrize("kind", ["module", "class"])
+def test_rebinding_during_context_scope_warns_and_restores(kind: str) -> None:
+    """Someone else rebinding a context-redirected name: warned, and the original returns."""
+    case = FACTORIES[kind]()
+    original = vars(case.target)[case.name]
+    handle = redirect_attr(case.target, case.name, 2, scope="context").start()
+    setattr(case.target, case.name, "intruder")
+    with pytest.warns(patchscope.RedirectConflictWarning, match="'intruder'"):
+        handle.stop()
+    assert vars(case.target)[case.name] is original
+
+
+def test_deletion_during_redirect_is_reported() -> None:
+    """Deleting a redirected name is a conflict too; the original comes back."""
+    m = types.ModuleType("m")
+    m.value = original = object()
+    handle = redirect_attr(m, "value", 2).start()
+    del m.value
+    with pytest.warns(patchscope.RedirectConflictWarning, match="deleted"):
+        handle.stop()
+    assert m.value is original
