@@ -13,7 +13,7 @@ static methods), ``__wrapped__``, ``inspect.signature`` and the
 from __future__ import annotations
 
 import inspect
-from collections.abc import AsyncGenerator, Callable, Coroutine, Generator
+from collections.abc import AsyncGenerator, Callable, Generator
 from typing import TYPE_CHECKING, Any
 
 import wrapt
@@ -60,7 +60,7 @@ def wrap_callable(redirect: Redirect, fn: Callable[..., Any]) -> Any:
     elif inspect.isgeneratorfunction(fn):
         driver = _drive
     elif inspect.iscoroutinefunction(fn):
-        driver = _await
+        driver = _run_activated
 
     if driver is not None:
         drive = driver
@@ -68,7 +68,9 @@ def wrap_callable(redirect: Redirect, fn: Callable[..., Any]) -> Any:
         def step_wrapper(
             wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
         ) -> Any:
-            return drive(activate, code, lasti, wrapped, args, kwargs)
+            # Call now (it runs none of the body), so bad arguments raise at
+            # the call, as they would undecorated.
+            return drive(activate, code, lasti, wrapped(*args, **kwargs))
 
         return wrapt.FunctionWrapper(fn, step_wrapper)
 
@@ -84,18 +86,6 @@ def wrap_callable(redirect: Redirect, fn: Callable[..., Any]) -> Any:
     return wrapt.FunctionWrapper(fn, call_wrapper)
 
 
-def _await(
-    activate: Callable[[Any, int], Any],
-    code: Any,
-    lasti: int,
-    wrapped: Any,
-    args: tuple[Any, ...],
-    kwargs: dict[str, Any],
-) -> Coroutine[Any, Any, Any]:
-    # Call now, so bad arguments raise at the call as they would undecorated.
-    return _run_activated(activate, code, lasti, wrapped(*args, **kwargs))
-
-
 async def _run_activated(
     activate: Callable[[Any, int], Any], code: Any, lasti: int, coro: Any
 ) -> Any:
@@ -108,18 +98,8 @@ async def _run_activated(
 
 
 def _drive(
-    activate: Callable[[Any, int], Any],
-    code: Any,
-    lasti: int,
-    wrapped: Any,
-    args: tuple[Any, ...],
-    kwargs: dict[str, Any],
+    activate: Callable[[Any, int], Any], code: Any, lasti: int, gen: Generator[Any, Any, Any]
 ) -> Generator[Any, Any, Any]:
-    handle = activate(code, lasti)
-    try:
-        gen = wrapped(*args, **kwargs)
-    finally:
-        handle.stop()
     sent: Any = None
     thrown: BaseException | None = None
     while True:
@@ -148,14 +128,8 @@ def _drive(
 
 
 async def _drive_async(
-    activate: Callable[[Any, int], Any],
-    code: Any,
-    lasti: int,
-    wrapped: Any,
-    args: tuple[Any, ...],
-    kwargs: dict[str, Any],
+    activate: Callable[[Any, int], Any], code: Any, lasti: int, agen: AsyncGenerator[Any, Any]
 ) -> AsyncGenerator[Any, Any]:
-    agen = wrapped(*args, **kwargs)
     sent: Any = None
     thrown: BaseException | None = None
     while True:

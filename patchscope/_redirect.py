@@ -74,15 +74,15 @@ class ActivationGroup:
 def stop_all(handles: list[Activation | ActivationGroup]) -> None:
     """Stop *handles* in reverse order; raise one RestoreError after all ran."""
     errors: list[BaseException] = []
+    messages: list[str] = []
     for handle in reversed(handles):
         try:
             handle.stop()
         except RestoreError as exc:
             errors.extend(exc.errors)
+            messages.append(str(exc))  # names the target and attribute
     if errors:
-        raise RestoreError(
-            f"{len(errors)} restore(s) failed: " + "; ".join(map(str, errors)), errors
-        )
+        raise RestoreError(f"{len(errors)} restore(s) failed: " + "; ".join(messages), errors)
 
 
 def _handle_value(handle: Activation | ActivationGroup) -> object:
@@ -329,9 +329,12 @@ class During(Redirect):
             if raw is ABSENT:
                 raw = getattr(owner, self._name, ABSENT)
         if raw is ABSENT:
-            from ._resolve import capture
+            from ._errors import AttributeMissingError
 
-            capture(owner, self._name, create=False)  # raises the usual error
+            raise AttributeMissingError(
+                f"{describe(owner)} has no attribute {self._name!r} to wrap; "
+                "during() wraps an existing method or constructor: check the name"
+            )
         wrapper = wrap_raw(self._inner, raw)
         act = Activation(self, wrapper, code, lasti)
         enter_activation(self, owner, act)

@@ -22,7 +22,9 @@ speed: one lock section on entry and one on exit.
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
+import inspect
 import os
 import sys
 import threading
@@ -56,6 +58,8 @@ _entries: dict[tuple[int, str], _Entry] = {}
 _module_swaps: dict[int, list[Any]] = {}
 _get_ident = threading.get_ident
 _getframe = sys._getframe
+# ExitStack.enter_context calls __enter__ for its caller: report the caller.
+_ENTER_CONTEXT = contextlib.ExitStack.enter_context.__code__
 
 # The with-blocks that could not be paired cheaply: a linked list of
 # (handles list, handle, next) for this context (see pair_enter).
@@ -763,9 +767,9 @@ def _pair_exit(handles: list[Any], frame: Any) -> Any:
                 _forget_node(handles, handle)
             return handle
     handle = None
+    me = _get_ident()
     node = _with_stack.get()
     if node is not None:
-        me = _get_ident()
         # A node counts if it is this redirect's, live, and this thread's (a
         # context copied into another thread carries the parent's nodes).
         while node is not None and not (
@@ -775,20 +779,48 @@ def _pair_exit(handles: list[Any], frame: Any) -> Any:
         if node is not None:
             handle = node[1]
             _forget_node(handles, handle)
+    if handle is None and len(handles) == 1:
+        handle = handles[0]
     if handle is None:
-        if len(handles) == 1:
-            handle = handles[0]
-        else:
-            me = _get_ident()
-            for other in reversed(handles):
-                if other.thread_id == me and not other._pushed:
-                    handle = other
-                    break
+        handle = _entered_by_helper(handles, me)
+    if handle is None:
+        for other in reversed(handles):
+            if other.thread_id == me and not other._pushed:
+                handle = other
+                break
     if handle is None:
         raise RuntimeError("__exit__ without a matching __enter__ in this thread")
     handles.remove(handle)
     handle._frame = None
     return handle
+
+
+_SUSPENDABLE = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR
+
+
+def _entered_by_helper(handles: list[Any], me: int) -> Any:
+    """The newest handle entered from a frame that has returned (ExitStack and the like).
+
+    A with-block still running, or suspended in a generator, exits from its own
+    frame, so it is never the one an exit from a foreign frame belongs to.
+    """
+    running: set[int] = set()
+    for top in sys._current_frames().values():
+        frame: Any = top
+        while frame is not None:
+            running.add(id(frame))
+            frame = frame.f_back
+    candidates = [
+        h
+        for h in handles
+        if h._frame is not None
+        and id(h._frame) not in running
+        and not h._frame.f_code.co_flags & _SUSPENDABLE
+    ]
+    for handle in reversed(candidates):
+        if handle.thread_id == me:
+            return handle
+    return candidates[-1] if candidates else None
 
 
 def _forget_node(handles: list[Any], handle: Any) -> None:
@@ -809,7 +841,8 @@ def _forget_node(handles: list[Any], handle: Any) -> None:
 def enter_with(redirect: Any) -> Any:
     """``__enter__`` of a single-attribute redirect: registry and pairing in one lock."""
     frame = _getframe(1)
-    act = Activation(redirect, redirect._value, frame.f_code, frame.f_lasti)
+    site: Any = frame.f_back if frame.f_code is _ENTER_CONTEXT else frame
+    act = Activation(redirect, redirect._value, site.f_code, site.f_lasti)
     if redirect._ctx:
         act._ctx = True
     key = redirect._key
@@ -854,7 +887,8 @@ def exit_with(redirect: Any, *exc_info: object) -> None:
 
 def generic_enter(redirect: Any, frame: Any) -> Any:
     """``__enter__`` for any Redirect: activate, then pair the handle."""
-    handle = redirect._activate(frame.f_code, frame.f_lasti)
+    site: Any = frame.f_back if frame.f_code is _ENTER_CONTEXT else frame
+    handle = redirect._activate(site.f_code, site.f_lasti)
     handles = redirect._handles
     lock = _lock
     lock.acquire()

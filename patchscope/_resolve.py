@@ -49,10 +49,13 @@ def describe(target: object) -> str:
         return f"<module {target.__name__!r}>"
     if isinstance(target, type):
         return f"<class '{target.__module__}.{target.__qualname__}'>"
+    plain = f"<{type(target).__name__} object at {id(target):#x}>"
+    if type(target).__repr__ is object.__repr__:
+        return plain  # the default repr, without the long qualified name
     try:
         text = repr(target)
     except Exception:
-        text = f"<{type(target).__name__} object at {id(target):#x}>"
+        text = plain
     return text if len(text) <= 80 else text[:77] + "..."
 
 

@@ -334,3 +334,24 @@ def test_torch_module_subclass_decorated() -> None:
     assert state.flag == "orig"
     clone = copy.deepcopy(net)
     assert type(clone) is Net
+
+
+def test_bad_arguments_raise_at_the_call_for_every_kind() -> None:
+    """Decorated generator/async generator/coroutine functions reject bad arguments at the call."""
+
+    @flag_on
+    def gen(a: int) -> Any:
+        yield a
+
+    @flag_on
+    async def agen(a: int) -> Any:
+        yield a
+
+    @flag_on
+    async def coro(a: int) -> int:
+        return a
+
+    for fn in (gen, agen, coro):
+        with pytest.raises(TypeError):
+            fn(1, 2, 3)
+    assert patchscope.active() == ()

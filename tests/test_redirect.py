@@ -344,6 +344,7 @@ def test_restore_failure_raises_after_other_restores() -> None:
             Lockable.locked = True
     assert mod.b is original_b
     assert len(info.value.errors) == 1
+    assert "attribute 'a'" in str(info.value) and "Lockable" in str(info.value)
     assert patchscope.active() == ()
 
 
@@ -428,8 +429,9 @@ def test_during_missing_method() -> None:
     class C:
         pass
 
-    with pytest.raises(AttributeMissingError, match="'nope'"):
+    with pytest.raises(AttributeMissingError, match="'nope'") as info:
         during(C, "nope", redirect_attr(types.ModuleType("m"), "x", 1, create=True)).start()
+    assert "create=True" not in str(info.value)
 
 
 def test_active_reports_target_name_scope_site_thread() -> None:
@@ -569,3 +571,36 @@ def test_exitstack_pairs_nested_activations_of_one_redirect() -> None:
         assert mod.value == "r"
         assert len(patchscope.active()) == 3
     assert mod.value == "orig" and patchscope.active() == ()
+
+
+def test_exitstack_exit_from_another_thread_ends_the_exitstack_activation() -> None:
+    """An ExitStack entered in a worker and closed elsewhere ends its own activation only."""
+    import contextlib
+
+    mod = types.ModuleType("m")
+    mod.value = "orig"
+    r = redirect_attr(mod, "value", "new", scope="context")
+    stack = contextlib.ExitStack()
+    worker = threading.Thread(target=lambda: stack.enter_context(r))
+    worker.start()
+    worker.join(10)
+    assert not worker.is_alive()
+    with r:
+        assert mod.value == "new"
+        stack.close()
+        assert mod.value == "new"  # this block's activation is still live
+        (act,) = patchscope.active()
+        assert act.site.startswith(__file__)  # not contextlib.py
+    assert mod.value == "orig" and patchscope.active() == ()
+
+
+def test_exitstack_entry_site_is_the_callers_line() -> None:
+    """Entered through ExitStack.enter_context, the site is the caller's line, not contextlib's."""
+    import contextlib
+
+    mod = types.ModuleType("m")
+    mod.value = 1
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(redirect_attr(mod, "value", 2))
+        line = sys._getframe().f_lineno - 1
+        assert patchscope.active()[0].site == f"{__file__}:{line}"

@@ -91,5 +91,7 @@ class RedirectFixture:
             raise errors[0]
         if errors:
             raise patchscope.RestoreError(
-                f"{len(errors)} of {len(handles)} redirects failed to restore", errors
+                f"{len(errors)} of {len(handles)} redirects failed to restore: "
+                + "; ".join(map(str, errors)),
+                errors,
             )
