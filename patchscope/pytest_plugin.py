@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import os
 import pkgutil
+import types
 import warnings
 from collections.abc import Generator, Iterator
 from typing import Any
@@ -212,8 +213,15 @@ class _LeakGuard:
             # expected to differ until those fixtures are torn down.
             held = {(id(a.target), a.name) for a in owned.values()}
             expected._accept(d for d in differences if (id(d.owner), d.name) in held)
-            # A leaked activation's own attribute is reported once, as the activation.
+            # A leaked activation's own attribute is reported once, as the
+            # activation; so is the class swap a context-scope one makes on a
+            # module.
             explained = {(id(a.target), a.name) for a in leaked}
+            explained |= {
+                (id(a.target), "__class__")
+                for a in leaked
+                if a.scope == "context" and isinstance(a.target, types.ModuleType)
+            }
             differences = [d for d in expected.diff() if (id(d.owner), d.name) not in explained]
         if not leaked and not differences:
             return None
@@ -237,7 +245,9 @@ class _LeakGuard:
             # After the stops, whatever still differs was changed by other tools.
             expected.restore()
         if errors:
-            raise patchscope.RestoreError("undoing leaked activations failed", errors)
+            raise patchscope.RestoreError(
+                "undoing leaked activations failed: " + "; ".join(map(str, errors)), errors
+            )
 
     def _render(self, activation: patchscope.Activation) -> str:
         site = activation.site

@@ -402,3 +402,23 @@ def test_options_are_listed_in_help(pytester: pytest.Pytester) -> None:
     result.stdout.fnmatch_lines(
         ["*--patchscope-leaks=*", "*patchscope_leaks*", "*patchscope_watch*"]
     )
+
+
+def test_leaked_context_activation_on_a_watched_module_is_reported_once(
+    tester: pytest.Pytester,
+) -> None:
+    """A context-scope leak on a watched module is one line: not also its class swap."""
+    _ini(tester, "patchscope_watch = helper")
+    tester.makepyfile(
+        test_ctx_leak="""
+        import patchscope
+        import helper
+
+        def test_leak():
+            patchscope.redirect_attr(helper, "value", "x", scope="context").start()
+        """
+    )
+    result = tester.runpytest("--patchscope-leaks=error")
+    result.assert_outcomes(passed=1, errors=1)
+    result.stdout.fnmatch_lines(["*activation <module 'helper'>.value*test_ctx_leak.py:5*"])
+    result.stdout.no_fnmatch_line("*__class__*")

@@ -57,7 +57,9 @@ def device_event_class(device: str | torch.device | None = None) -> type:
     """
     device_type = device_type_of(device)
     if device_type == "cuda":
-        return torch.cuda.Event
+        # The class itself, not whatever torch.cuda.Event is bound to now
+        # (a shim, a mock): on CUDA nothing is redirected.
+        return torch.cuda.streams.Event
     if device_type == "cpu":
         return HostEvent
     if device_type == "mps":

@@ -110,6 +110,16 @@ class HostStream:
     def __init__(self, device: torch.device | str | int | None = None, priority: int = 0) -> None:
         self.priority = priority
 
+    @property
+    def device(self) -> torch.device:
+        """``torch.device("cpu")``: host streams run on the host."""
+        return torch.device("cpu")
+
+    @property
+    def device_type(self) -> str:
+        """``"cpu"``."""
+        return "cpu"
+
     def query(self) -> bool:
         """Return True: all work submitted to a host stream has finished."""
         return True

@@ -234,3 +234,25 @@ def test_adapters_take_exactly_cuda_events_constructor(device: str) -> None:
         device_event_class(device)(enable_timing=True, device="xpu")
     with pytest.raises(TypeError):
         device_event_class(device)(False, False, False, False, False)
+
+
+def test_cuda_event_class_is_the_class_even_when_rebound() -> None:
+    """device_event_class('cuda') is torch.cuda's own Event class, not a current rebinding."""
+    import unittest.mock
+
+    from patchscope.torch import device_event_class
+
+    class Shim:
+        pass
+
+    real = torch.cuda.streams.Event
+    with unittest.mock.patch.object(torch.cuda, "Event", Shim):
+        assert device_event_class("cuda") is real
+
+
+def test_host_stream_reports_its_device() -> None:
+    """HostStream.device is the CPU, as torch streams report theirs."""
+    from patchscope.torch import HostStream
+
+    stream = HostStream()
+    assert stream.device == torch.device("cpu") and stream.device_type == "cpu"
