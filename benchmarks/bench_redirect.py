@@ -11,6 +11,7 @@ import threading
 import timeit
 import types
 import unittest.mock
+from typing import ClassVar
 
 import patchscope
 
@@ -56,6 +57,46 @@ class Floor:
 def per_op(fn, number: int = N) -> float:
     """Best-of-REPEAT nanoseconds per call of *fn*."""
     return min(timeit.repeat(fn, number=number, repeat=REPEAT)) / number * 1e9
+
+
+class LockedFloor:
+    """The least any thread-safe registry can do: the floor plus a lock and a table.
+
+    No handle, no entry site, no pairing, no conflict check, LIFO only: a
+    lower bound for exact restoration under concurrency, not a usable tool.
+    """
+
+    __slots__ = ("key", "name", "target", "value")
+    lock = threading.RLock()
+    table: ClassVar[dict[tuple[int, str], object]] = {}
+
+    def __init__(self, target: object, name: str, value: object) -> None:
+        self.target, self.name, self.value = target, name, value
+        self.key = (id(target), name)
+
+    def __enter__(self) -> object:
+        self.lock.acquire()
+        try:
+            self.table[self.key] = self.target.__dict__[self.name]
+            setattr(self.target, self.name, self.value)
+        finally:
+            self.lock.release()
+        return self.value
+
+    def __exit__(self, *exc: object) -> None:
+        self.lock.acquire()
+        try:
+            setattr(self.target, self.name, self.table.pop(self.key))
+        finally:
+            self.lock.release()
+
+
+locked_floor_cm = LockedFloor(mod, "func", _replacement)
+
+
+def locked_floor() -> None:
+    with locked_floor_cm:
+        pass
 
 
 def hand_written() -> None:
@@ -184,6 +225,7 @@ def main() -> None:
     f = per_op(floor)
     rows.append(("floor: class-based CM, two setattrs", f))
     rows.append(("hand-written try/finally", per_op(hand_written)))
+    rows.append(("lower bound: floor + lock + table", per_op(locked_floor)))
     rows.append(("patchscope process, reused object", per_op(ps_reused)))
     rows.append(("patchscope process, fresh object", per_op(ps_fresh)))
     rows.append(("patchscope context, reused object", per_op(ps_context)))
