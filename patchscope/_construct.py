@@ -23,7 +23,7 @@ from . import _registry
 from ._errors import TargetNotWritableError
 from ._redirect import Redirect, check_scope
 from ._registry import Activation, enter_activation, object_new
-from ._resolve import OWN, describe
+from ._resolve import OBJECT_NEW, OWN, describe
 
 # Python-level callers of cls.__new__(cls) that rebuild an existing object:
 # copy.copy/deepcopy and the pure-Python pickler go through these.
@@ -98,13 +98,13 @@ class _Dispatcher:
                     func: Any = raw.__func__ if isinstance(raw, staticmethod) else raw
                     return func(klass, *args, **kwargs)
             base_new = base[0] if klass is cls else super(cls, klass).__new__  # type: ignore[misc]
-            if base_new is _OBJECT_NEW:
+            if base_new is OBJECT_NEW:
                 if args or kwargs:
                     # With a __new__ installed, object.__new__ rejects extra
                     # arguments; without one it ignores them when __init__
                     # is overridden.
                     return object_new(klass, *args, **kwargs)
-                return _OBJECT_NEW(klass)
+                return OBJECT_NEW(klass)
             return base_new(klass, *args, **kwargs)
 
         __new__.__qualname__ = f"{shown_cls.__qualname__}.__new__"
@@ -124,7 +124,6 @@ class _Dispatcher:
 
 
 _NOT_APPLIED: Any = object()
-_OBJECT_NEW: Any = object.__new__
 
 
 def _build(

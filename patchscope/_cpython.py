@@ -22,6 +22,8 @@ import ctypes
 import sys
 from typing import Any
 
+from ._resolve import OBJECT_NEW, lookup_mro
+
 _PY_TP_NEW = 65  # Py_tp_new in Include/typeslots.h
 _probe: tuple[Any, int, int] | bool | None = False  # not computed yet
 
@@ -51,10 +53,7 @@ def _locate() -> tuple[Any, int, int] | None:
 
 def inherits_object_new(cls: type) -> bool:
     """True if *cls* resolves ``__new__`` to ``object.__new__``."""
-    for klass in cls.__mro__:
-        if "__new__" in klass.__dict__:
-            return klass.__dict__["__new__"] is object.__dict__["__new__"]
-    return True
+    return lookup_mro(cls, "__new__") is OBJECT_NEW
 
 
 def repair_new(cls: type) -> bool:

@@ -18,13 +18,11 @@ from typing import TYPE_CHECKING, Any
 
 import wrapt
 
-from ._resolve import ABSENT, lookup_mro
+from ._resolve import ABSENT, OBJECT_INIT, OBJECT_NEW, lookup_mro
 
 if TYPE_CHECKING:
     from ._redirect import Redirect
 
-_OBJECT_NEW = object.__dict__["__new__"]
-_OBJECT_INIT = object.__dict__["__init__"]
 
 
 def decorate(redirect: Redirect, obj: Any) -> Any:
@@ -176,13 +174,13 @@ def _decorate_class(redirect: Redirect, cls: type) -> type:
     if raw is ABSENT:
         raw = lookup_mro(cls, "__init__")
         new = lookup_mro(cls, "__new__")
-        if raw is _OBJECT_INIT and new is not _OBJECT_NEW:
+        if raw is OBJECT_INIT and new is not OBJECT_NEW:
             # Construction happens in __new__ (ANCHORS: a class that defines
             # only __new__ needs __new__ wrapped; it binds as a staticmethod).
             name, raw = "__new__", new
             if not isinstance(raw, staticmethod):
                 raw = staticmethod(raw)  # type: ignore[arg-type]
-        elif raw is _OBJECT_INIT:
+        elif raw is OBJECT_INIT:
             raw = _object_init_for(cls)
     setattr(cls, name, wrap_raw(redirect, raw))
     return cls
@@ -200,7 +198,7 @@ def _object_init_for(cls: type) -> Callable[..., None]:
         shown: inspect.Signature | None = inspect.signature(cls)
     except (TypeError, ValueError):
         shown = None
-    takes_args = lookup_mro(cls, "__new__") is not _OBJECT_NEW
+    takes_args = lookup_mro(cls, "__new__") is not OBJECT_NEW
 
     def __init__(self: object, *args: Any, **kwargs: Any) -> None:
         if (args or kwargs) and not takes_args:

@@ -42,6 +42,7 @@ from ._errors import (
 )
 from ._resolve import (
     ABSENT,
+    OBJECT_INIT,
     OWN,
     SETATTR,
     capture,
@@ -441,20 +442,9 @@ def _uninstall_slot(entry: _Entry) -> None:
                 target.__class__ = swap[0]
 
 
-_OBJECT_NEW: Any = object.__dict__["__new__"]
-_OBJECT_INIT: Any = object.__dict__["__init__"]
-
-
-def _lookup_init(cls: type) -> object:
-    for klass in cls.__mro__:
-        if "__init__" in klass.__dict__:
-            return klass.__dict__["__init__"]
-    return _OBJECT_INIT
-
-
 def object_new(cls: type, *args: Any, **kwargs: Any) -> Any:
     """``object.__new__`` as ``type.__call__`` uses it, for classes given a ``__new__``."""
-    if (args or kwargs) and _lookup_init(cls) is _OBJECT_INIT:
+    if (args or kwargs) and lookup_mro(cls, "__init__") is OBJECT_INIT:
         raise TypeError(f"{cls.__qualname__}() takes no arguments")
     return object.__new__(cls)
 

@@ -124,6 +124,11 @@ def resolve(target: object) -> object:
 private_module_classes: weakref.WeakSet[type] = weakref.WeakSet()
 
 
+#: ``object``'s raw ``__new__`` and ``__init__``, as ``vars(object)`` holds them.
+OBJECT_NEW: Final[Any] = object.__dict__["__new__"]
+OBJECT_INIT: Final[Any] = object.__dict__["__init__"]
+
+
 def lookup_mro(tp: type, name: str) -> object:
     """Raw value of *name* in the first class of ``tp.__mro__`` defining it, else ABSENT."""
     for klass in tp.__mro__:
