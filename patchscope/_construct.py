@@ -22,7 +22,7 @@ from typing import Any
 from . import _registry
 from ._errors import TargetNotWritableError
 from ._redirect import Redirect, check_scope
-from ._registry import Activation, enter_activation, object_new
+from ._registry import Activation, enter_activation, enter_with, exit_with, object_new
 from ._resolve import OBJECT_NEW, OWN, describe
 
 # Python-level callers of cls.__new__(cls) that rebuild an existing object:
@@ -156,41 +156,63 @@ def _dispatcher_for(cls: type) -> _Dispatcher:
 class ConstructionRedirect(Redirect):
     """Constructions of a class build the replacement while active."""
 
-    __slots__ = ("_cls", "_disp", "_how", "_plain", "_replacement", "_scope", "_spare")
+    __slots__ = (
+        "_disp",
+        "_key",
+        "_plain",
+        "_replacement",
+        "_scope",
+        "_spare",
+        "_spec",
+        "_target",
+        "_value",
+    )
     _name = "__new__"
     _create = True
+    # Context scope is the dispatcher's business: the registry installs it
+    # process-wide and pushes the activation onto the dispatcher's variable.
+    _ctx = False
 
     def __init__(self, cls: type, replacement: Any, scope: str, include_subclasses: bool) -> None:
         super().__init__()
-        self._cls = cls
+        self._target = cls
+        self._key = (id(cls), "__new__")
         self._replacement = replacement
         self._scope = scope
-        self._how = _Construction(cls, replacement, include_subclasses, scope)
+        self._spec = _Construction(cls, replacement, include_subclasses, scope)
         self._disp = _dispatcher_for(cls)
+        self._value = self._disp.new
         # A class's own __new__ is re-read cheaply and the registry entry is
-        # recycled between activations (see _registry._enter_locked).
+        # recycled between activations (see _registry._fresh_entry).
         self._plain = type(cls) is type
         self._spare: Any = None
 
-    def _activate(self, code: Any, lasti: int) -> Activation:
-        cls = self._cls
+    def _prepare(self, act: Activation) -> None:
+        """Refresh what the dispatcher falls back to, and tag *act* with what it builds."""
         disp = self._disp
-        for klass in cls.__mro__[1:]:
+        for klass in self._target.__mro__[1:]:
             if "__new__" in klass.__dict__:
                 raw = klass.__dict__["__new__"]
                 disp.base[0] = raw.__func__ if isinstance(raw, staticmethod) else raw
                 break
-        act = Activation(self, disp.new, code, lasti)
-        act._spec = self._how
+        act._spec = self._spec
         if self._scope == "context":
             act._slot = disp  # the registry clears it from this context on exit
+
+    def _activate(self, code: Any, lasti: int) -> Activation:
+        act = Activation(self, self._value, code, lasti)
+        self._prepare(act)
         # Context scope: the registry pushes *act* onto disp.var after entry.
-        enter_activation(self, cls, act)
+        enter_activation(self, self._target, act)
         return act
+
+    # One lock section on entry and one on exit, as for redirect_attr.
+    __enter__ = enter_with
+    __exit__ = exit_with
 
     def __repr__(self) -> str:
         return (
-            f"redirect_construction({describe(self._cls)}, {self._how.replacement!r}, "
+            f"redirect_construction({describe(self._target)}, {self._spec.replacement!r}, "
             f"scope={self._scope!r})"
         )
 

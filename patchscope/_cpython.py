@@ -25,15 +25,12 @@ from typing import Any
 from ._resolve import OBJECT_NEW, lookup_mro
 
 _PY_TP_NEW = 65  # Py_tp_new in Include/typeslots.h
-_probe: tuple[Any, int, int] | bool | None = False  # not computed yet
+# (view of a type object's words, object's tp_new, its word index,
+# PyType_Modified), found at the first repair; None where not possible.
+_probe: tuple[Any, int, int, Any] | bool | None = False  # False: not computed yet
 
 
-def _words() -> int:
-    size: int = type.__dict__["__basicsize__"].__get__(type)
-    return size // ctypes.sizeof(ctypes.c_void_p)
-
-
-def _locate() -> tuple[Any, int, int] | None:
+def _locate() -> tuple[Any, int, int, Any] | None:
     if sys.implementation.name != "cpython":
         return None
     try:
@@ -41,14 +38,18 @@ def _locate() -> tuple[Any, int, int] | None:
         get_slot.restype = ctypes.c_void_p
         get_slot.argtypes = [ctypes.py_object, ctypes.c_int]
         object_new = get_slot(object, _PY_TP_NEW)
+        modified = ctypes.pythonapi.PyType_Modified
+        modified.argtypes = [ctypes.py_object]
+        modified.restype = None
+        size: int = type.__dict__["__basicsize__"].__get__(type)
+        view = ctypes.c_void_p * (size // ctypes.sizeof(ctypes.c_void_p))
         probe = type("_Probe", (), {})
-        words = ctypes.c_void_p * _words()
-        found = [i for i, w in enumerate(words.from_address(id(probe))) if w == object_new]
+        found = [i for i, w in enumerate(view.from_address(id(probe))) if w == object_new]
     except (AttributeError, OSError, ValueError):
         return None
     if len(found) != 1 or not object_new:
         return None
-    return get_slot, object_new, found[0]
+    return view, object_new, found[0], modified
 
 
 def inherits_object_new(cls: type) -> bool:
@@ -57,21 +58,31 @@ def inherits_object_new(cls: type) -> bool:
 
 
 def repair_new(cls: type) -> bool:
-    """Give *cls* (and subclasses that follow it) ``object``'s tp_new back; True if done."""
+    """Give *cls* (and subclasses that follow it) ``object``'s tp_new back; True if done.
+
+    *cls* must resolve ``__new__`` to ``object.__new__`` (the caller checked).
+    Runs at the end of every construction redirect of such a class, so it
+    reads the slot through a cached view instead of calling into the C API
+    more than the one ``PyType_Modified`` a changed slot needs.
+    """
     global _probe
     if _probe is False:
         _probe = _locate()
     if _probe is None or _probe is True:
         return False
-    get_slot, object_new, index = _probe
-    count = _words()
-    pending = [cls]
-    while pending:
-        klass = pending.pop()
-        if not inherits_object_new(klass) or klass.__flags__ & (1 << 8):  # immutable
+    view, object_new, index, modified = _probe
+    words = view.from_address(id(cls))
+    if words[index] != object_new:
+        words[index] = object_new
+        modified(cls)
+    subclasses: list[type] = cls.__subclasses__()
+    while subclasses:
+        klass = subclasses.pop()
+        if klass.__flags__ & (1 << 8) or not inherits_object_new(klass):  # immutable
             continue
-        if get_slot(klass, _PY_TP_NEW) != object_new:
-            (ctypes.c_void_p * count).from_address(id(klass))[index] = object_new
-            ctypes.pythonapi.PyType_Modified(ctypes.py_object(klass))
-        pending.extend(klass.__subclasses__())
+        words = view.from_address(id(klass))
+        if words[index] != object_new:
+            words[index] = object_new
+            modified(klass)
+        subclasses.extend(klass.__subclasses__())
     return True

@@ -109,6 +109,7 @@ class Redirect:
     _plain = False
     _spare = None
     _create = False
+    _spec: Any = None  # set by redirects that prepare each activation (constructions)
 
     def __init__(self) -> None:
         self._handles: list[Any] = []  # live with-handles, guarded by the registry lock

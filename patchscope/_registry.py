@@ -45,6 +45,7 @@ from ._resolve import (
     OBJECT_INIT,
     OWN,
     SETATTR,
+    SHADOW,
     capture,
     describe,
     is_data_descriptor,
@@ -185,6 +186,7 @@ class _Entry:
         "n_context",
         "name",
         "original",
+        "parked",
         "slot",
         "stack",
         "target",
@@ -201,6 +203,9 @@ class _Entry:
         self.slot: _ModuleSlot | _ClassSlot | None = None
         self.written = False  # a process value was written into the target
         self.installed: object = ABSENT  # what we last wrote, for conflict checks
+        # A module's (own class, private subclass, slot) from the last context
+        # activation, so the next one of a recycled entry installs cheaply.
+        self.parked: tuple[type, type, _ModuleSlot] | None = None
 
 
 # ---------------------------------------------------------------------------
@@ -502,8 +507,13 @@ def _write_process_state(entry: _Entry) -> None:
         entry.installed = top._value
         entry.written = True
         return
-    if not entry.written:
-        return
+    if entry.written:
+        _restore_original(entry)
+
+
+def _restore_original(entry: _Entry) -> None:
+    """Put the original back by identity, or delete what shadowed it."""
+    target, name = entry.target, entry.name
     entry.written = False
     entry.installed = ABSENT
     if entry.kind == OWN or (entry.kind == SETATTR and entry.original is not ABSENT):
@@ -526,41 +536,77 @@ def _write_process_state(entry: _Entry) -> None:
 # entering and exiting
 
 
+def _fresh_entry(redirect: Any, target: object, name: str) -> _Entry:
+    """The entry for the first activation of ``(target, name)``: recycled or captured."""
+    entry = redirect._spare
+    if entry is not None:
+        # Same target, plain module/class attribute: re-read the original.
+        redirect._spare = None
+        raw = target.__dict__.get(name, ABSENT)
+        if raw is not ABSENT:
+            entry.kind = OWN
+            entry.original = raw
+            return entry  # type: ignore[no-any-return]
+        if redirect._name == "__new__":
+            # A class's __new__ always resolves: an absent one is inherited.
+            entry.kind = SHADOW
+            entry.original = ABSENT
+            return entry  # type: ignore[no-any-return]
+    kind, original = capture(target, name, redirect._create)
+    return _Entry(target, name, kind, original)
+
+
 def _enter_locked(redirect: Any, target: object, key: tuple[int, str], act: Activation) -> None:
     """Register *act* and make it visible; call under the lock. All-or-nothing."""
     entry = _entries.get(key)
-    name = key[1]
-    new = entry is None
     if entry is None:
-        entry = redirect._spare
-        own = target.__dict__ if redirect._plain else None
-        if entry is not None and own is not None and name in own:
-            # Same target, plain module/class attribute: re-read the original.
-            redirect._spare = None
-            entry.kind = OWN
-            entry.original = own[name]
+        # The first activation of (target, name): nothing else to consider.
+        name = key[1]
+        entry = _fresh_entry(redirect, target, name)
+        if act._ctx:
+            parked = entry.parked
+            if (
+                parked is not None
+                and type(target) is parked[0]
+                and entry.kind == OWN
+                and id(target) not in _module_swaps
+            ):
+                # The module's class and slot from last time still fit.
+                target.__class__ = parked[1]
+                _module_swaps[id(target)] = [parked[0], parked[1], 1]
+                entry.slot = act._slot = parked[2]
+                entry.stack.append(act)
+                entry.n_context = 1
+            else:
+                _enter_context(entry, act)
         else:
-            kind, original = capture(target, name, redirect._create)
-            entry = _Entry(target, name, kind, original)
+            value = act._value
+            try:
+                setattr(target, name, value)
+            except Exception as exc:
+                raise _not_writable(target, name, exc) from exc
+            entry.stack.append(act)
+            entry.installed = value
+            entry.written = True
+        act._entry = entry
+        _entries[key] = entry
+        return
     if act._ctx:
         _enter_context(entry, act)
     else:
-        value = act._value
         entry.stack.append(act)
         try:
             if entry.slot is None:
-                # Plain rebinding: the fast path.
-                setattr(target, name, value)
+                value = act._value
+                setattr(target, key[1], value)
                 entry.installed = value
                 entry.written = True
             else:
                 _write_process_state(entry)
         except Exception as exc:
             entry.stack.pop()
-            raise _not_writable(target, name, exc) from exc
+            raise _not_writable(target, key[1], exc) from exc
     act._entry = entry
-    if new:
-        _entries[key] = entry
 
 
 def _push_context(act: Activation) -> None:
@@ -617,23 +663,43 @@ def _exit_locked(act: Activation) -> tuple[object, BaseException | None]:
     target, name = entry.target, entry.name
     conflict: object = _NO_CONFLICT
     error: BaseException | None = None
-    if len(stack) == 1 and entry.slot is None and entry.kind == OWN:
+    if len(stack) == 1 and entry.kind != SETATTR and not (entry.written and act._ctx):
         # The common case: the only activation ends; put the original back.
-        stack.pop()
-        del _entries[(id(target), name)]
-        current = target.__dict__.get(name, ABSENT)
-        if current is not entry.installed:
-            # Someone else rebound the name while we held it.
-            conflict = current
-        entry.written = False
-        try:
-            setattr(target, name, entry.original)
-        except Exception as exc:
-            error = exc
-        redirect = act._redirect
-        if redirect._plain:
-            redirect._spare = entry
-        return conflict, error
+        slot = entry.slot
+        expected: object
+        if slot is None:
+            expected = entry.installed
+        elif act._ctx and slot.__class__ is _ModuleSlot:
+            entry.n_context = 0
+            entry.slot = None
+            swap = _module_swaps[id(target)]
+            if swap[2] == 1:
+                del _module_swaps[id(target)]
+                if type(target) is swap[1]:
+                    target.__class__ = swap[0]
+            else:
+                swap[2] -= 1
+            entry.parked = (swap[0], swap[1], slot)
+            expected = entry.original if entry.kind == OWN else ABSENT
+        else:
+            expected = _NO_CONFLICT  # a class slot: the general path below
+        if expected is not _NO_CONFLICT:
+            stack.pop()
+            del _entries[(id(target), name)]
+            current = target.__dict__.get(name, ABSENT)
+            if current is not expected:
+                # Someone else rebound the name while we held it.
+                conflict = current
+                entry.written = True
+            try:
+                if entry.written:
+                    _restore_original(entry)
+            except Exception as exc:
+                error = exc
+            redirect = act._redirect
+            if redirect._plain and error is None:
+                redirect._spare = entry
+            return conflict, error
     was_top = stack[-1] is act
     if was_top:
         stack.pop()
@@ -654,7 +720,7 @@ def _exit_locked(act: Activation) -> tuple[object, BaseException | None]:
                 # What the target's dict should hold now, if nobody else wrote.
                 current = target.__dict__.get(name, ABSENT)
                 if isinstance(slot, _ClassSlot):
-                    expected: object = slot
+                    expected = slot
                 elif entry.written:
                     expected = entry.installed
                 else:
@@ -835,6 +901,8 @@ def enter_with(redirect: Any) -> Any:
     act = Activation(redirect, redirect._value, site.f_code, site.f_lasti)
     if redirect._ctx:
         act._ctx = True
+    if redirect._spec is not None:
+        redirect._prepare(act)
     key = redirect._key
     if key is None:
         target = resolve(redirect._target)
@@ -853,8 +921,11 @@ def enter_with(redirect: Any) -> Any:
             handles.append(act)
     finally:
         lock.release()
-    if act._slot is not None:
-        _push_context(act)
+    slot = act._slot
+    if slot is not None:
+        var = slot.var
+        acts = var.get()
+        var.set((*[a for a in acts if a.open], act) if acts else (act,))
     if act._pushed:
         _with_stack.set((handles, act, _with_stack.get()))
     return redirect._replacement
@@ -862,17 +933,32 @@ def enter_with(redirect: Any) -> Any:
 
 def exit_with(redirect: Any, *exc_info: object) -> None:
     """``__exit__`` of a single-attribute redirect: pairing and registry in one lock."""
+    handles = redirect._handles
+    frame = _getframe(1)
     lock = _lock
     lock.acquire()
     try:
-        act = _pair_exit(redirect._handles, _getframe(1))
+        if len(handles) == 1 and handles[0]._frame is frame and not handles[0]._pushed:
+            act = handles.pop()
+            act._frame = None
+        else:
+            act = _pair_exit(handles, frame)
         if not act.open:
             return
         conflict, error = _exit_locked(act)
     finally:
         lock.release()
-    if conflict is not _NO_CONFLICT or error is not None or act._slot is not None:
-        _after_exit(act, conflict, error)
+    if conflict is _NO_CONFLICT and error is None:
+        slot = act._slot
+        if slot is not None:
+            var = slot.var
+            acts = var.get()
+            if len(acts) == 1 and acts[0] is act:
+                var.set(())
+            else:
+                _after_exit(act, conflict, error)
+        return
+    _after_exit(act, conflict, error)
 
 
 def generic_enter(redirect: Any, frame: Any) -> Any:
