@@ -189,31 +189,51 @@ def _construction_rows() -> list[tuple[str, float, float]]:
     return rows
 
 
-def _other_context_rows() -> list[tuple[str, float, float]]:
-    """(case, direct ns, redirected-elsewhere ns) for calls from a context without activation."""
-    rows: list[tuple[str, float, float]] = []
-    direct_func = per_op(lambda: mod.func())
-    direct_cls = per_op(lambda: mod.Trivial())
-    direct_new = per_op(lambda: Trivial())
+def _while_held(redirect: patchscope.Redirect, call, label: str, direct: float):
+    """(label, direct ns, ns of *call*) while another thread holds *redirect* open."""
     entered, release = threading.Event(), threading.Event()
 
     def holder() -> None:
-        with patchscope.redirect_attr(mod, "func", _replacement, scope="context"), \
-                patchscope.redirect_attr(mod, "Trivial", object, scope="context"), \
-                patchscope.redirect_construction(Trivial, object):
+        with redirect:
             entered.set()
             release.wait(60)
 
     thread = threading.Thread(target=holder)
     thread.start()
-    entered.wait(60)
+    if not entered.wait(60):
+        raise RuntimeError("the holder thread did not enter its redirect")
     try:
-        rows.append(("mod.func() [redirect_attr]", direct_func, per_op(lambda: mod.func())))
-        rows.append(("mod.Trivial() [redirect_attr]", direct_cls, per_op(lambda: mod.Trivial())))
-        rows.append(("Trivial() [redirect_construction]", direct_new, per_op(lambda: Trivial())))
+        return (label, direct, per_op(call))
     finally:
         release.set()
         thread.join(60)
+
+
+def _other_context_rows() -> list[tuple[str, float, float]]:
+    """(case, direct ns, redirected-elsewhere ns) for calls from a context without activation.
+
+    Each row has exactly the redirect it names live in one other thread; the
+    last of them has both redirects of the class live at once.
+    """
+    direct_func = per_op(lambda: mod.func())
+    direct_cls = per_op(lambda: mod.Trivial())
+    direct_new = per_op(lambda: Trivial())
+    attr_func = patchscope.redirect_attr(mod, "func", _replacement, scope="context")
+    attr_cls = patchscope.redirect_attr(mod, "Trivial", object, scope="context")
+    construction = patchscope.redirect_construction(Trivial, object)
+    rows = [
+        _while_held(attr_func, lambda: mod.func(), "mod.func() [redirect_attr]", direct_func),
+        _while_held(attr_cls, lambda: mod.Trivial(), "mod.Trivial() [redirect_attr]", direct_cls),
+        _while_held(
+            construction, lambda: Trivial(), "Trivial() [redirect_construction]", direct_new
+        ),
+        _while_held(
+            patchscope.combine(attr_cls, construction),
+            lambda: mod.Trivial(),
+            "mod.Trivial() [both of the above]",
+            direct_cls,
+        ),
+    ]
     # Nothing installed any more: the same calls must cost what they cost before.
     rows.append(("mod.func(), no activation anywhere", direct_func, per_op(lambda: mod.func())))
     rows.append(("Trivial(), no activation anywhere", direct_new, per_op(lambda: Trivial())))

@@ -21,8 +21,9 @@ from typing import Any
 
 from . import _registry
 from ._errors import TargetNotWritableError
+from ._records import speedups
 from ._redirect import Redirect, check_scope
-from ._registry import Activation, enter_activation, enter_with, exit_with, object_new
+from ._registry import Activation, activate, enter_with, exit_with, object_new
 from ._resolve import OBJECT_NEW, OWN, describe
 
 # Python-level callers of cls.__new__(cls) that rebuild an existing object:
@@ -31,6 +32,8 @@ _REBUILDERS = frozenset(
     {copyreg.__newobj__.__code__, copyreg.__newobj_ex__.__code__}  # type: ignore[attr-defined]
 )
 _IMMUTABLE = 1 << 8  # Py_TPFLAGS_IMMUTABLETYPE
+
+_NewDispatcher: Any = speedups.NewDispatcher if speedups is not None else None
 
 _dispatchers: weakref.WeakKeyDictionary[type, _Dispatcher] = weakref.WeakKeyDictionary()
 
@@ -120,7 +123,14 @@ class _Dispatcher:
                 parameters=[first, *shown.parameters.values()]
             )
         del shown_cls
-        self.new: staticmethod[..., Any] = staticmethod(__new__)
+        installed: Any = __new__
+        if _NewDispatcher is not None:
+            # The same dispatch, in C for calls no activation applies to.
+            installed = _NewDispatcher(__new__, cls_ref, key, self.var, base, _REBUILDERS)
+            for attr in ("__name__", "__qualname__", "__module__", "__doc__"):
+                setattr(installed, attr, getattr(__new__, attr))
+            installed.__signature__ = inspect.signature(__new__)
+        self.new: staticmethod[..., Any] = staticmethod(installed)
 
 
 _NOT_APPLIED: Any = object()
@@ -156,25 +166,15 @@ def _dispatcher_for(cls: type) -> _Dispatcher:
 class ConstructionRedirect(Redirect):
     """Constructions of a class build the replacement while active."""
 
-    __slots__ = (
-        "_disp",
-        "_key",
-        "_plain",
-        "_replacement",
-        "_scope",
-        "_spare",
-        "_spec",
-        "_target",
-        "_value",
-    )
-    _name = "__new__"
-    _create = True
-    # Context scope is the dispatcher's business: the registry installs it
-    # process-wide and pushes the activation onto the dispatcher's variable.
-    _ctx = False
+    __slots__ = ("_disp",)
 
     def __init__(self, cls: type, replacement: Any, scope: str, include_subclasses: bool) -> None:
         super().__init__()
+        self._name = "__new__"
+        self._create = True
+        # Context scope is the dispatcher's business: the registry installs it
+        # process-wide and pushes the activation onto the dispatcher's variable.
+        self._ctx = False
         self._target = cls
         self._key = (id(cls), "__new__")
         self._replacement = replacement
@@ -182,31 +182,30 @@ class ConstructionRedirect(Redirect):
         self._spec = _Construction(cls, replacement, include_subclasses, scope)
         self._disp = _dispatcher_for(cls)
         self._value = self._disp.new
+        self._base = self._disp.base
+        if scope == "context":
+            self._slot = self._disp  # the registry clears it from this context on exit
         # A class's own __new__ is re-read cheaply and the registry entry is
         # recycled between activations (see _registry._fresh_entry).
         self._plain = type(cls) is type
-        self._spare: Any = None
 
     def _prepare(self, act: Activation) -> None:
-        """Refresh what the dispatcher falls back to, and tag *act* with what it builds."""
-        disp = self._disp
+        """Refresh what the dispatcher falls back to, and tag *act* with what it builds.
+
+        (The C accelerator does the same without calling this.)
+        """
+        base = self._base
         for klass in self._target.__mro__[1:]:
             if "__new__" in klass.__dict__:
                 raw = klass.__dict__["__new__"]
-                disp.base[0] = raw.__func__ if isinstance(raw, staticmethod) else raw
+                base[0] = raw.__func__ if isinstance(raw, staticmethod) else raw
                 break
         act._spec = self._spec
-        if self._scope == "context":
-            act._slot = disp  # the registry clears it from this context on exit
+        act._slot = self._slot
 
-    def _activate(self, code: Any, lasti: int) -> Activation:
-        act = Activation(self, self._value, code, lasti)
-        self._prepare(act)
-        # Context scope: the registry pushes *act* onto disp.var after entry.
-        enter_activation(self, self._target, act)
-        return act
-
-    # One lock section on entry and one on exit, as for redirect_attr.
+    # One lock section on entry and one on exit, as for redirect_attr. In
+    # context scope the registry pushes each activation onto disp.var.
+    _activate = activate
     __enter__ = enter_with
     __exit__ = exit_with
 

@@ -13,7 +13,8 @@ subclasses that inherited the change), then calls ``PyType_Modified``.
 The slot's offset is not hard-coded: it is found once by looking for
 ``object``'s ``tp_new`` in a fresh class that inherits it. Where that is not
 possible (another interpreter, an unexpected layout) :func:`repair_new`
-returns False and the caller keeps the class working another way.
+returns False and the caller keeps the class working another way. Where the
+C accelerator is built, it writes the slot directly instead.
 """
 
 from __future__ import annotations
@@ -22,7 +23,10 @@ import ctypes
 import sys
 from typing import Any
 
+from ._records import speedups
 from ._resolve import OBJECT_NEW, lookup_mro
+
+_c_repair_new: Any = speedups.repair_new if speedups is not None else None
 
 _PY_TP_NEW = 65  # Py_tp_new in Include/typeslots.h
 # (view of a type object's words, object's tp_new, its word index,
@@ -65,6 +69,8 @@ def repair_new(cls: type) -> bool:
     reads the slot through a cached view instead of calling into the C API
     more than the one ``PyType_Modified`` a changed slot needs.
     """
+    if _c_repair_new is not None:
+        return _c_repair_new(cls)  # type: ignore[no-any-return]
     global _probe
     if _probe is False:
         _probe = _locate()

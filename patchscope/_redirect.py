@@ -18,10 +18,13 @@ from collections.abc import Callable
 from typing import Any, TypeVar, overload
 
 from ._errors import RestoreError
+from ._records import RedirectBase
 from ._registry import (
     Activation,
+    activate,
     enter_activation,
     enter_with,
+    exit_activation,
     exit_with,
     generic_enter,
     generic_exit,
@@ -77,7 +80,10 @@ def stop_all(handles: list[Activation | ActivationGroup]) -> None:
     messages: list[str] = []
     for handle in reversed(handles):
         try:
-            handle.stop()
+            if handle.__class__ is Activation:
+                exit_activation(handle)
+            else:
+                handle.stop()
         except RestoreError as exc:
             errors.extend(exc.errors)
             messages.append(str(exc))  # names the target and attribute
@@ -91,7 +97,7 @@ def _handle_value(handle: Activation | ActivationGroup) -> object:
     return handle.value
 
 
-class Redirect:
+class Redirect(RedirectBase):
     """A reusable description of a redirect; activate it as often as you like.
 
     Use it as a context manager (``with r as value:``), as a decorator of
@@ -104,15 +110,9 @@ class Redirect:
     may end in any order.
     """
 
-    __slots__ = ("__weakref__", "_handles")
-    # Only single-attribute redirects recycle their registry entry.
-    _plain = False
-    _spare = None
-    _create = False
-    _spec: Any = None  # set by redirects that prepare each activation (constructions)
-
-    def __init__(self) -> None:
-        self._handles: list[Any] = []  # live with-handles, guarded by the registry lock
+    # The per-redirect fields (the live with-handles, the registry key, what
+    # an activation installs, ...) live in RedirectBase.
+    __slots__ = ("__weakref__",)
 
     def _activate(self, code: Any, lasti: int) -> Activation | ActivationGroup:
         raise NotImplementedError
@@ -152,18 +152,7 @@ class Redirect:
 class AttrRedirect(Redirect):
     """``target.name`` becomes ``replacement`` while active (see redirect_attr)."""
 
-    __slots__ = (
-        "_create",
-        "_ctx",
-        "_key",
-        "_name",
-        "_plain",
-        "_replacement",
-        "_scope",
-        "_spare",
-        "_target",
-        "_value",
-    )
+    __slots__ = ()
 
     def __init__(
         self, target: object, name: str, replacement: object, create: bool, scope: str
@@ -180,22 +169,10 @@ class AttrRedirect(Redirect):
         self._key = None if isinstance(target, str) else (id(target), name)
         # A plain module/class attribute: its original is re-read cheaply and
         # the registry entry is recycled between activations.
-        self._plain = (
-            type(target) in (types.ModuleType, type) and name[:2] != "__"
-        )
-        self._spare: Any = None
-
-    def _activate(self, code: Any, lasti: int) -> Activation:
-        target = self._target
-        if target.__class__ is str:
-            target = resolve(target)
-        act = Activation(self, self._value, code, lasti)
-        if self._ctx:
-            act._ctx = True
-        enter_activation(self, target, act)
-        return act
+        self._plain = type(target) in (types.ModuleType, type) and name[:2] != "__"
 
     # The hot path: one lock section on entry and one on exit (see _registry).
+    _activate = activate
     __enter__ = enter_with
     __exit__ = exit_with
 
@@ -246,6 +223,9 @@ class Combined(Redirect):
     def __init__(self, parts: tuple[Redirect, ...]) -> None:
         super().__init__()
         self._parts = parts
+        # What ``with`` gives, when no part decides it per activation.
+        if all(isinstance(p, (AttrRedirect, _construction_redirect())) for p in parts):
+            self._value = tuple(p._replacement for p in parts)
 
     def _activate(self, code: Any, lasti: int) -> ActivationGroup:
         handles: list[Activation | ActivationGroup] = []
@@ -255,10 +235,19 @@ class Combined(Redirect):
         except BaseException:
             stop_all(handles)
             raise
-        return ActivationGroup(handles, tuple(_handle_value(h) for h in handles))
+        value = self._value
+        if value is None:
+            value = tuple(_handle_value(h) for h in handles)
+        return ActivationGroup(handles, value)
 
     def __repr__(self) -> str:
         return f"combine({', '.join(map(repr, self._parts))})"
+
+
+def _construction_redirect() -> type:
+    from ._construct import ConstructionRedirect
+
+    return ConstructionRedirect
 
 
 def combine(*redirects: Redirect) -> Redirect:
@@ -306,15 +295,15 @@ def deferred(factory: Callable[[], Redirect | None]) -> Redirect:
 class During(Redirect):
     """``owner.method_name`` is wrapped so that *inner* is active while it runs."""
 
-    __slots__ = ("_inner", "_name", "_owner")
-    _replacement = ABSENT  # activations show their wrapper
-    _scope = "process"
+    __slots__ = ("_inner", "_owner")
 
     def __init__(self, owner: object, name: str, inner: Redirect) -> None:
         super().__init__()
         self._owner = owner
         self._name = name
         self._inner = inner
+        self._replacement = ABSENT  # activations show their wrapper
+        self._scope = "process"
 
     def _activate(self, code: Any, lasti: int) -> Activation:
         from ._decorate import wrap_raw

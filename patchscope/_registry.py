@@ -31,6 +31,7 @@ import threading
 import types
 import warnings
 import weakref
+from collections.abc import Callable
 from typing import Any
 
 from ._cpython import inherits_object_new, repair_new
@@ -40,6 +41,9 @@ from ._errors import (
     TargetNotWritableError,
     UnsupportedTargetError,
 )
+from ._records import ActivationBase, speedups
+from ._records import Entry as _Entry
+from ._records import ModuleSlot as _ModuleSlot
 from ._resolve import (
     ABSENT,
     OBJECT_INIT,
@@ -80,7 +84,7 @@ def _reinit_after_fork() -> None:
 os.register_at_fork(after_in_child=_reinit_after_fork)
 
 
-class Activation:
+class Activation(ActivationBase):
     """One live (or ended) activation of one ``(target, name)``.
 
     Returned by :meth:`Redirect.start` for a single redirect and by
@@ -90,21 +94,8 @@ class Activation:
     at any time.
     """
 
-    # Class-level defaults keep construction to five stores (hot path).
-    open = True
-    _entry: _Entry | None = None
-    _slot: Any = None  # the context-local holder (anything with a ``var``)
-    _spec: Any = None  # extra data of the redirect kind (constructions)
-    _ctx = False  # installed through a context slot
-    _pushed = False  # paired through the context's with-stack
-    _frame: Any = None  # the frame of the with-statement that entered it
-
-    def __init__(self, redirect: Any, value: object, code: Any, lasti: int) -> None:
-        self._redirect = redirect
-        self._value = value  # what the registry installs
-        self._code = code
-        self._lasti = lasti
-        self.thread_id = _get_ident()
+    # The fields live in ActivationBase (C when the accelerator is built).
+    __slots__ = ()
 
     @property
     def target(self) -> object:
@@ -179,72 +170,8 @@ class Activation:
         )
 
 
-class _Entry:
-    __slots__ = (
-        "installed",
-        "kind",
-        "n_context",
-        "name",
-        "original",
-        "parked",
-        "slot",
-        "stack",
-        "target",
-        "written",
-    )
-
-    def __init__(self, target: object, name: str, kind: int, original: object) -> None:
-        self.target = target
-        self.name = name
-        self.kind = kind
-        self.original = original
-        self.stack: list[Activation] = []
-        self.n_context = 0
-        self.slot: _ModuleSlot | _ClassSlot | None = None
-        self.written = False  # a process value was written into the target
-        self.installed: object = ABSENT  # what we last wrote, for conflict checks
-        # A module's (own class, private subclass, slot) from the last context
-        # activation, so the next one of a recycled entry installs cheaply.
-        self.parked: tuple[type, type, _ModuleSlot] | None = None
-
-
 # ---------------------------------------------------------------------------
 # context-local slots
-
-
-class _ModuleSlot:
-    """Data descriptor on a module's private subclass; the value stays in its dict."""
-
-    __slots__ = ("dict", "name", "var")
-
-    def __init__(self, module: types.ModuleType, name: str) -> None:
-        self.dict = module.__dict__
-        self.name = name
-        self.var: contextvars.ContextVar[tuple[Activation, ...]] = contextvars.ContextVar(
-            f"patchscope:{module.__name__}.{name}", default=()
-        )
-
-    def __get__(self, instance: object, owner: type | None = None) -> Any:
-        acts = self.var.get()
-        if acts:
-            for act in reversed(acts):
-                if act.open:
-                    return act._value
-        try:
-            return self.dict[self.name]
-        except KeyError:
-            # module_getattro turns this into the usual message, or calls the
-            # module's __getattr__ exactly as without the slot.
-            raise AttributeError(self.name) from None
-
-    def __set__(self, instance: object, value: object) -> None:
-        self.dict[self.name] = value
-
-    def __delete__(self, instance: object) -> None:
-        try:
-            del self.dict[self.name]
-        except KeyError:
-            raise AttributeError(self.name) from None
 
 
 class _ClassSlot:
@@ -463,6 +390,7 @@ OBJECT_NEW_STANDIN = staticmethod(object_new)
 
 
 def _process_top(entry: _Entry) -> Activation | None:
+    act: Activation
     for act in reversed(entry.stack):
         if not act._ctx:
             return act
@@ -616,7 +544,21 @@ def _push_context(act: Activation) -> None:
     var.set((*[a for a in acts if a.open], act) if acts else (act,))
 
 
-def enter_activation(redirect: Any, target: object, act: Activation) -> None:
+def _activate(redirect: Any, code: Any, lasti: int) -> Activation:
+    """Activate a single-attribute redirect: ``_activate`` of attribute and construction ones."""
+    target = redirect._target
+    if redirect._key is None:
+        target = resolve(target)
+    act = Activation(redirect, redirect._value, code, lasti)
+    if redirect._ctx:
+        act._ctx = True
+    if redirect._spec is not None:
+        redirect._prepare(act)
+    enter_activation(redirect, target, act)
+    return act
+
+
+def _enter_activation(redirect: Any, target: object, act: Activation) -> None:
     """Register *act* on ``target.<redirect's name>`` and make it visible; all-or-nothing."""
     lock = _lock
     lock.acquire()
@@ -767,7 +709,7 @@ def _after_exit(act: Activation, conflict: object, error: BaseException | None) 
         ) from error
 
 
-def exit_activation(act: Activation) -> None:
+def _exit_activation(act: Activation) -> None:
     """End *act*; idempotent. Warns on conflicts, raises RestoreError after cleanup."""
     lock = _lock
     lock.acquire()
@@ -894,7 +836,7 @@ def _forget_node(handles: list[Any], handle: Any) -> None:
     _with_stack.set(rest)
 
 
-def enter_with(redirect: Any) -> Any:
+def _enter_with(redirect: Any) -> Any:
     """``__enter__`` of a single-attribute redirect: registry and pairing in one lock."""
     frame = _getframe(1)
     site: Any = frame.f_back if frame.f_code is _ENTER_CONTEXT else frame
@@ -927,11 +869,16 @@ def enter_with(redirect: Any) -> Any:
         acts = var.get()
         var.set((*[a for a in acts if a.open], act) if acts else (act,))
     if act._pushed:
-        _with_stack.set((handles, act, _with_stack.get()))
+        _push_with(handles, act)
     return redirect._replacement
 
 
-def exit_with(redirect: Any, *exc_info: object) -> None:
+def _push_with(handles: list[Any], act: Any) -> None:
+    """Record a with-handle on this context's with-stack (see the pairing rules above)."""
+    _with_stack.set((handles, act, _with_stack.get()))
+
+
+def _exit_with(redirect: Any, *exc_info: object) -> None:
     """``__exit__`` of a single-attribute redirect: pairing and registry in one lock."""
     handles = redirect._handles
     frame = _getframe(1)
@@ -996,3 +943,28 @@ def active() -> tuple[Activation, ...]:
     """
     with _lock:
         return tuple(act for entry in _entries.values() for act in entry.stack)
+
+
+# The entry points of the registry: the C fast path where the accelerator is
+# built (it calls the Python functions above for every case it does not take
+# itself), else those Python functions. ``enter_with``/``exit_with`` are the
+# ``__enter__``/``__exit__`` of single-attribute redirects.
+# ``activate`` is the ``_activate`` method of those redirects.
+enter_activation: Callable[[Any, object, Activation], None]
+exit_activation: Callable[[Activation], None]
+activate: Any
+enter_with: Any
+exit_with: Any
+if speedups is not None:
+    speedups.bind(globals())
+    enter_activation = speedups.enter_activation
+    exit_activation = speedups.exit_activation
+    activate = speedups.RedirectBase._c_activate
+    enter_with = speedups.RedirectBase._c_enter
+    exit_with = speedups.RedirectBase._c_exit
+else:
+    enter_activation = _enter_activation
+    exit_activation = _exit_activation
+    activate = _activate
+    enter_with = _enter_with
+    exit_with = _exit_with

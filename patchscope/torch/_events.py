@@ -55,7 +55,11 @@ def device_event_class(device: str | torch.device | None = None) -> type:
     Thread safety: safe to call from any thread; adapter classes are created
     once per backend and shared.
     """
-    device_type = device_type_of(device)
+    return event_class_of(device_type_of(device))
+
+
+def event_class_of(device_type: str) -> type:
+    """:func:`device_event_class` for a device type already checked by ``device_type_of``."""
     if device_type == "cuda":
         # The class itself, not whatever torch.cuda.Event is bound to now
         # (a shim, a mock): on CUDA nothing is redirected.

@@ -14,7 +14,7 @@ from patchscope._redirect import deferred
 
 from . import _host
 from ._detect import device_type_of
-from ._events import device_event_class
+from ._events import device_event_class, event_class_of
 
 Scope = Literal["context", "process"]
 
@@ -80,7 +80,7 @@ def device_namespace(
     def resolve() -> Redirect | None:
         device_type = device_type_of(device)
         return _namespace_redirect(
-            device_type, device_event_class(device_type), getattr(torch, device_type, None), scope
+            device_type, event_class_of(device_type), getattr(torch, device_type, None), scope
         )
 
     return deferred(resolve)

@@ -1,0 +1,160 @@
+"""The registry's records and the optional C accelerator (patchscope._records).
+
+The whole suite runs once with the accelerator and once with
+``PATCHSCOPE_PURE_PYTHON=1`` (see .ci/run); these tests check what only the
+records themselves can show: which implementation is in use, and that no
+path leaks or over-frees the objects it handles (reference-count bugs in C
+show up here as growing counts, or as a crash).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import importlib.util
+import os
+import subprocess
+import sys
+import threading
+import types
+import warnings
+
+import pytest
+
+import patchscope
+from patchscope import _records, _registry
+
+ROUNDS = 300
+
+
+def test_accelerator_in_use_unless_pure_python_is_asked_for() -> None:
+    """ACCELERATED is True exactly when the extension is built and not switched off."""
+    built = importlib.util.find_spec("patchscope._speedups") is not None
+    pure = os.environ.get("PATCHSCOPE_PURE_PYTHON", "") not in ("", "0")
+    assert _records.ACCELERATED is (built and not pure)
+    assert (_records.speedups is not None) is _records.ACCELERATED
+    if _records.ACCELERATED:
+        assert type(_registry._entries) is dict
+        assert _records.RedirectBase.__module__ == "patchscope._speedups"
+    else:
+        assert _records.RedirectBase is _records._PyRedirectBase
+
+
+def test_pure_python_switch_selects_the_python_records() -> None:
+    """PATCHSCOPE_PURE_PYTHON=1 in a fresh interpreter gives the Python classes."""
+    code = (
+        "import patchscope._records as r, patchscope._registry as g;"
+        "print(r.ACCELERATED, g.enter_with is g._enter_with, r.Entry is r._PyEntry)"
+    )
+    env = {**os.environ, "PATCHSCOPE_PURE_PYTHON": "1"}
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["False", "True", "True"]
+
+
+class _Built:
+    """A class whose constructions are redirected."""
+
+
+class _Replacement:
+    """What the constructions build instead."""
+
+
+def _live(kind: type) -> int:
+    gc.collect()
+    return sum(1 for obj in gc.get_objects() if isinstance(obj, kind))
+
+
+def _every_path(mod: types.ModuleType, replacement: object) -> None:
+    """One round of every registry path the accelerator takes or hands on."""
+    process = patchscope.redirect_attr(mod, "value", replacement)
+    context = patchscope.redirect_attr(mod, "value", replacement, scope="context")
+    other = patchscope.redirect_attr(mod, "other", replacement, scope="context")
+    construction = patchscope.redirect_construction(_Built, _Replacement)
+    by_path = patchscope.redirect_attr(f"{__name__}._TARGET", "value", replacement)
+    with process:
+        with process:  # nested: the general path
+            pass
+    with context, other:  # two slots on one module
+        assert mod.value is replacement and mod.other is replacement
+    with construction:
+        assert isinstance(_Built(), _Replacement)
+    with patchscope.combine(process, context, construction):
+        pass
+    with contextlib.ExitStack() as stack:  # pairing from a foreign frame
+        stack.enter_context(context)
+        stack.enter_context(process)
+    process.start().stop()
+    context.start().stop()
+    with by_path:  # resolved at each activation
+        pass
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", patchscope.RedirectConflictWarning)
+        with process:
+            mod.value = "rebound by someone else"  # a conflict on exit
+    mod.value = "orig"
+
+
+_TARGET = types.ModuleType("records_target")
+_TARGET.value = "orig"
+
+
+def test_no_path_leaks_activations_entries_or_values() -> None:
+    """Hundreds of rounds of every path leave no activation, entry or reference behind."""
+    mod = types.ModuleType("records_leak")
+    mod.value = "orig"
+    mod.other = "other"
+    replacement = object()
+    _every_path(mod, replacement)  # caches: dispatchers, slots, private subclasses
+    before = (
+        _live(_registry.Activation),
+        _live(_records.Entry),
+        sys.getrefcount(replacement),
+        sys.getrefcount(mod),
+        sys.getrefcount(_Built),
+    )
+    for _ in range(ROUNDS):
+        _every_path(mod, replacement)
+    after = (
+        _live(_registry.Activation),
+        _live(_records.Entry),
+        sys.getrefcount(replacement),
+        sys.getrefcount(mod),
+        sys.getrefcount(_Built),
+    )
+    assert after == before
+    assert patchscope.active() == ()
+    assert mod.value == "orig" and type(mod) is types.ModuleType
+    assert "__new__" not in vars(_Built) and type(_Built()) is _Built
+
+
+def test_other_threads_read_through_the_slot_while_a_context_redirect_is_live() -> None:
+    """The C slot's reads from another thread give the original, many times over."""
+    mod = types.ModuleType("records_slot")
+    mod.value = original = object()
+    replacement = object()
+    entered, release = threading.Event(), threading.Event()
+    seen: list[object] = []
+
+    def holder() -> None:
+        with patchscope.redirect_attr(mod, "value", replacement, scope="context"):
+            seen.append(mod.value)
+            entered.set()
+            release.wait(60)
+
+    thread = threading.Thread(target=holder)
+    thread.start()
+    try:
+        assert entered.wait(60)
+        reads = {id(mod.value) for _ in range(10_000)}
+        assert reads == {id(original)}
+        with pytest.raises(AttributeError):
+            mod.missing  # noqa: B018 - the slot does not invent attributes
+    finally:
+        release.set()
+        thread.join(60)
+    assert not thread.is_alive()
+    assert seen == [replacement]
+    assert mod.value is original and type(mod) is types.ModuleType
