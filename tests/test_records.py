@@ -64,7 +64,7 @@ class _Replacement:
 
 def _live(kind: type) -> int:
     gc.collect()
-    return sum(1 for obj in gc.get_objects() if isinstance(obj, kind))
+    return sum(1 for obj in gc.get_objects() if type(obj) is kind)
 
 
 def _every_path(mod: types.ModuleType, replacement: object) -> None:
