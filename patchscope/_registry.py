@@ -58,7 +58,13 @@ from ._resolve import (
     resolve,
 )
 
-_lock = threading.RLock()
+
+def _new_lock() -> Any:
+    """The registry lock: re-entrant, since reading an attribute can run code that patches."""
+    return speedups.RLock() if speedups is not None else threading.RLock()
+
+
+_lock = _new_lock()
 _entries: dict[tuple[int, str], _Entry] = {}
 # id(module) -> [original class, private subclass, number of live slots on it]
 _module_swaps: dict[int, list[Any]] = {}
@@ -78,7 +84,7 @@ def _reinit_after_fork() -> None:
     # The parent may have forked while another thread held the lock; the
     # child has only this thread, so a fresh lock is correct.
     global _lock
-    _lock = threading.RLock()
+    _lock = _new_lock()
 
 
 os.register_at_fork(after_in_child=_reinit_after_fork)

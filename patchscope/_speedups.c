@@ -48,9 +48,6 @@ static PyObject *g_after_exit;    /* _after_exit */
 static PyObject *g_restore;       /* _restore_original */
 static PyObject *g_not_writable;  /* _not_writable */
 
-static PyObject *g_lock;          /* the lock the bound methods below belong to */
-static PyObject *g_acquire;
-static PyObject *g_release;
 
 static PyObject *s_lock, *s_class, *s_open, *s_value, *s_new, *s_prepare, *s_var;
 static PyObject *empty_tuple;
@@ -58,6 +55,136 @@ static PyObject *empty_tuple;
 #define OWN 0
 #define SHADOW 1
 #define SETATTR 2
+
+/* ------------------------------------------------------------------------ */
+/* RLock: the registry lock */
+
+/* A re-entrant lock, as threading.RLock, that the fast path takes without a
+ * Python-level call. Waiting releases the GIL. */
+typedef struct {
+    PyObject_HEAD
+    PyThread_type_lock lock;
+    unsigned long owner;
+    unsigned long count;
+} LockObject;
+
+static PyTypeObject LockType;
+
+static int
+rlock_enter(LockObject *self)
+{
+    unsigned long me = PyThread_get_thread_ident();
+    if (self->count > 0 && self->owner == me) {
+        self->count++;
+        return 0;
+    }
+    if (!PyThread_acquire_lock(self->lock, NOWAIT_LOCK)) {
+        int ok;
+        Py_BEGIN_ALLOW_THREADS
+        ok = PyThread_acquire_lock(self->lock, WAIT_LOCK);
+        Py_END_ALLOW_THREADS
+        if (!ok) {
+            PyErr_SetString(PyExc_RuntimeError, "patchscope: cannot take the registry lock");
+            return -1;
+        }
+    }
+    self->owner = me;
+    self->count = 1;
+    return 0;
+}
+
+static int
+rlock_exit(LockObject *self)
+{
+    if (self->count == 0 || self->owner != PyThread_get_thread_ident()) {
+        PyErr_SetString(PyExc_RuntimeError, "cannot release un-acquired lock");
+        return -1;
+    }
+    if (--self->count == 0) {
+        self->owner = 0;
+        PyThread_release_lock(self->lock);
+    }
+    return 0;
+}
+
+static PyObject *
+rlock_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    if (PyTuple_GET_SIZE(args) || (kwds != NULL && PyDict_GET_SIZE(kwds))) {
+        PyErr_SetString(PyExc_TypeError, "RLock() takes no arguments");
+        return NULL;
+    }
+    LockObject *self = (LockObject *)type->tp_alloc(type, 0);
+    if (self == NULL)
+        return NULL;
+    self->lock = PyThread_allocate_lock();
+    if (self->lock == NULL) {
+        Py_DECREF(self);
+        PyErr_SetString(PyExc_MemoryError, "cannot allocate a lock");
+        return NULL;
+    }
+    return (PyObject *)self;
+}
+
+static void
+rlock_dealloc(LockObject *self)
+{
+    if (self->lock != NULL) {
+        if (self->count > 0)
+            PyThread_release_lock(self->lock);
+        PyThread_free_lock(self->lock);
+    }
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *
+rlock_acquire(LockObject *self, PyObject *unused)
+{
+    if (rlock_enter(self) < 0)
+        return NULL;
+    Py_RETURN_TRUE;
+}
+
+static PyObject *
+rlock_release(LockObject *self, PyObject *unused)
+{
+    if (rlock_exit(self) < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+rlock_exit_method(LockObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    return rlock_release(self, NULL);
+}
+
+static PyObject *
+rlock_is_owned(LockObject *self, PyObject *unused)
+{
+    return PyBool_FromLong(self->count > 0 && self->owner == PyThread_get_thread_ident());
+}
+
+static PyMethodDef rlock_methods[] = {
+    {"acquire", (PyCFunction)rlock_acquire, METH_NOARGS, "Take the lock (blocking); True."},
+    {"release", (PyCFunction)rlock_release, METH_NOARGS, "Release the lock once."},
+    {"__enter__", (PyCFunction)rlock_acquire, METH_NOARGS, NULL},
+    {"__exit__", (PyCFunction)(void (*)(void))rlock_exit_method, METH_FASTCALL, NULL},
+    {"_is_owned", (PyCFunction)rlock_is_owned, METH_NOARGS,
+     "Whether the calling thread holds the lock."},
+    {NULL},
+};
+
+static PyTypeObject LockType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "patchscope._speedups.RLock",
+    .tp_doc = "A re-entrant lock like threading.RLock (acquire() always blocks).",
+    .tp_basicsize = sizeof(LockObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_new = rlock_new,
+    .tp_dealloc = (destructor)rlock_dealloc,
+    .tp_methods = rlock_methods,
+};
 
 /* ------------------------------------------------------------------------ */
 /* ActivationBase */
@@ -562,49 +689,57 @@ redirect_dealloc(RedirectObject *self)
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
-/* Acquire the registry lock (re-created in forked children: looked up each time). */
-static int
+/* Take the registry lock (re-created in forked children, so looked up each
+ * time): the RLock above, or any object with acquire() and release().
+ * Returns a new reference to the lock taken, for lock_release. */
+static PyObject *
 lock_acquire(void)
 {
     PyObject *lock = PyDict_GetItemWithError(g_registry, s_lock);
     if (lock == NULL) {
         if (!PyErr_Occurred())
             PyErr_SetString(PyExc_RuntimeError, "patchscope registry lock missing");
-        return -1;
+        return NULL;
     }
-    if (lock != g_lock) {
-        PyObject *acquire = PyObject_GetAttrString(lock, "acquire");
-        PyObject *release = acquire ? PyObject_GetAttrString(lock, "release") : NULL;
-        if (release == NULL) {
-            Py_XDECREF(acquire);
-            return -1;
+    Py_INCREF(lock);
+    if (Py_IS_TYPE(lock, &LockType)) {
+        if (rlock_enter((LockObject *)lock) == 0)
+            return lock;
+    }
+    else {
+        PyObject *ok = PyObject_CallMethod(lock, "acquire", NULL);
+        if (ok != NULL) {
+            Py_DECREF(ok);
+            return lock;
         }
-        Py_INCREF(lock);
-        Py_XSETREF(g_lock, lock);
-        Py_XSETREF(g_acquire, acquire);
-        Py_XSETREF(g_release, release);
     }
-    PyObject *ok = PyObject_CallNoArgs(g_acquire);
-    if (ok == NULL)
-        return -1;
-    Py_DECREF(ok);
-    return 0;
+    Py_DECREF(lock);
+    return NULL;
 }
 
-/* Release it, keeping any pending exception. */
+/* Release *lock* and drop the reference, keeping any pending exception:
+ * returns -1 if one is pending or the release failed. */
 static int
-lock_release(void)
+lock_release(PyObject *lock)
 {
     PyObject *type, *value, *tb;
     PyErr_Fetch(&type, &value, &tb);
-    PyObject *ok = PyObject_CallNoArgs(g_release);
-    if (ok == NULL) {
+    int failed;
+    if (Py_IS_TYPE(lock, &LockType)) {
+        failed = rlock_exit((LockObject *)lock) < 0;
+    }
+    else {
+        PyObject *ok = PyObject_CallMethod(lock, "release", NULL);
+        failed = ok == NULL;
+        Py_XDECREF(ok);
+    }
+    Py_DECREF(lock);
+    if (failed) {
         Py_XDECREF(type);
         Py_XDECREF(value);
         Py_XDECREF(tb);
         return -1;
     }
-    Py_DECREF(ok);
     PyErr_Restore(type, value, tb);
     return type == NULL ? 0 : -1;
 }
@@ -865,13 +1000,14 @@ enter_activation(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         if (key == NULL)
             return NULL;
     }
-    if (lock_acquire() < 0) {
+    PyObject *lock = lock_acquire();
+    if (lock == NULL) {
         Py_DECREF(key);
         return NULL;
     }
     int failed = enter_locked(r, target, key, act) < 0;
     Py_DECREF(key);
-    if (lock_release() < 0 || failed)
+    if (lock_release(lock) < 0 || failed)
         return NULL;
     if (act->slot != Py_None && push_context(act) < 0)
         return NULL;
@@ -929,7 +1065,7 @@ prepare(RedirectObject *r, ActObject *act)
 }
 
 static PyObject *g_py_activate; /* _activate */
-static PyObject *end_locked(ActObject *act);
+static PyObject *end_locked(ActObject *act, PyObject *lock);
 
 /* _registry._activate for a redirect of a fixed target: a new activation,
  * prepared by the redirect if it prepares them, registered and pushed. */
@@ -964,17 +1100,19 @@ redirect_c_activate(RedirectObject *r, PyObject *const *args, Py_ssize_t nargs)
         if (prepare(r, act) < 0)
             goto fail;
     }
-    if (lock_acquire() < 0)
+    PyObject *lock = lock_acquire();
+    if (lock == NULL)
         goto fail;
     int failed = enter_locked(r, r->target, r->key, act) < 0;
-    if (lock_release() < 0 || failed)
+    if (lock_release(lock) < 0 || failed)
         goto fail;
     if (act->slot != Py_None && push_context(act) < 0) {
         /* Registered but not visible (out of memory): end it again. */
         PyObject *type, *value, *tb;
         PyErr_Fetch(&type, &value, &tb);
-        if (lock_acquire() == 0)
-            Py_XDECREF(end_locked(act));
+        lock = lock_acquire();
+        if (lock != NULL)
+            Py_XDECREF(end_locked(act, lock));
         PyErr_Clear();
         PyErr_Restore(type, value, tb);
         goto fail;
@@ -1034,7 +1172,8 @@ redirect_c_enter(RedirectObject *r, PyObject *unused)
             goto fail;
     }
     PyObject *target = r->target;
-    if (lock_acquire() < 0)
+    PyObject *lock = lock_acquire();
+    if (lock == NULL)
         goto fail;
     if (enter_locked(r, target, r->key, act) < 0)
         goto fail_locked;
@@ -1051,7 +1190,7 @@ redirect_c_enter(RedirectObject *r, PyObject *unused)
             goto fail_registered;
         Py_DECREF(res);
     }
-    if (lock_release() < 0)
+    if (lock_release(lock) < 0)
         goto fail;
     if (act->slot != Py_None && push_context(act) < 0)
         goto fail;
@@ -1076,7 +1215,7 @@ fail_registered : {
     PyErr_Restore(type, value, tb);
 }
 fail_locked:
-    lock_release();
+    lock_release(lock);
 fail:
     Py_DECREF(act);
     return NULL;
@@ -1232,22 +1371,22 @@ exit_last(ActObject *act, PyObject **conflict, PyObject **error)
 /* End *act*, entered with the lock held: releases it. Warns about
  * conflicts and raises RestoreError through _after_exit, as the Python path. */
 static PyObject *
-end_locked(ActObject *act)
+end_locked(ActObject *act, PyObject *lock)
 {
     if (!act->open) {
-        if (lock_release() < 0)
+        if (lock_release(lock) < 0)
             return NULL;
         Py_RETURN_NONE;
     }
     PyObject *conflict = NULL, *error = NULL;
     int done = exit_last(act, &conflict, &error);
     if (done < 0) {
-        lock_release();
+        lock_release(lock);
         return NULL;
     }
     if (!done) {
         PyObject *pair = PyObject_CallOneArg(g_exit_locked, (PyObject *)act);
-        if (lock_release() < 0 || pair == NULL) {
+        if (lock_release(lock) < 0 || pair == NULL) {
             Py_XDECREF(pair);
             return NULL;
         }
@@ -1262,7 +1401,7 @@ end_locked(ActObject *act)
         Py_DECREF(pair);
         return res;
     }
-    if (lock_release() < 0) {
+    if (lock_release(lock) < 0) {
         Py_XDECREF(conflict);
         Py_XDECREF(error);
         return NULL;
@@ -1305,7 +1444,8 @@ redirect_c_exit(RedirectObject *r, PyObject *const *args, Py_ssize_t nargs)
     PyFrameObject *frame = PyEval_GetFrame();
     if (frame == NULL || !PyList_Check(r->handles))
         return PyObject_Vectorcall(g_py_exit, (PyObject *[]){(PyObject *)r}, 1, NULL);
-    if (lock_acquire() < 0)
+    PyObject *lock = lock_acquire();
+    if (lock == NULL)
         return NULL;
     PyObject *handles = r->handles;
     ActObject *act = NULL;
@@ -1333,12 +1473,12 @@ redirect_c_exit(RedirectObject *r, PyObject *const *args, Py_ssize_t nargs)
         }
         act = (ActObject *)found;
     }
-    PyObject *res = end_locked(act);
+    PyObject *res = end_locked(act, lock);
     Py_DECREF(act);
     return res;
 fail_locked:
     Py_XDECREF(act);
-    lock_release();
+    lock_release(lock);
     return NULL;
 }
 
@@ -1350,9 +1490,10 @@ exit_activation(PyObject *module, PyObject *act)
         PyErr_SetString(PyExc_TypeError, "exit_activation(activation)");
         return NULL;
     }
-    if (lock_acquire() < 0)
+    PyObject *lock = lock_acquire();
+    if (lock == NULL)
         return NULL;
-    return end_locked((ActObject *)act);
+    return end_locked((ActObject *)act, lock);
 }
 
 static PyMethodDef redirect_methods[] = {
@@ -1744,7 +1885,7 @@ PyInit__speedups(void)
         return NULL;
     if (PyType_Ready(&ActType) < 0 || PyType_Ready(&EntryType) < 0 ||
         PyType_Ready(&SlotType) < 0 || PyType_Ready(&RedirectType) < 0 ||
-        PyType_Ready(&DispType) < 0)
+        PyType_Ready(&DispType) < 0 || PyType_Ready(&LockType) < 0)
         return NULL;
     PyObject *m = PyModule_Create(&speedups_module);
     if (m == NULL)
@@ -1753,7 +1894,8 @@ PyInit__speedups(void)
         PyModule_AddObjectRef(m, "Entry", (PyObject *)&EntryType) < 0 ||
         PyModule_AddObjectRef(m, "ModuleSlot", (PyObject *)&SlotType) < 0 ||
         PyModule_AddObjectRef(m, "RedirectBase", (PyObject *)&RedirectType) < 0 ||
-        PyModule_AddObjectRef(m, "NewDispatcher", (PyObject *)&DispType) < 0) {
+        PyModule_AddObjectRef(m, "NewDispatcher", (PyObject *)&DispType) < 0 ||
+        PyModule_AddObjectRef(m, "RLock", (PyObject *)&LockType) < 0) {
         Py_DECREF(m);
         return NULL;
     }
