@@ -189,6 +189,9 @@ class ConstructionRedirect(Redirect):
         # recycled between activations (see _registry._fresh_entry).
         self._plain = type(cls) is type
 
+    def _args(self) -> tuple[Any, ...]:
+        return (self._target, self._replacement, self._scope, self._spec.include_subclasses)
+
     def _prepare(self, act: Activation) -> None:
         """Refresh what the dispatcher falls back to, and tag *act* with what it builds.
 

@@ -117,6 +117,15 @@ class Redirect(RedirectBase):
     def _activate(self, code: Any, lasti: int) -> Activation | ActivationGroup:
         raise NotImplementedError
 
+    def _args(self) -> tuple[Any, ...]:
+        """The constructor arguments that make an equal, independent redirect."""
+        raise NotImplementedError
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Copies and pickles are new redirects made from the same arguments:
+        # live with-handles and recycled registry entries stay with this one.
+        return (type(self), self._args())
+
     def start(self, *, stacklevel: int = 1) -> Activation | ActivationGroup:
         """Activate now and return the handle; call ``handle.stop()`` to end it.
 
@@ -170,6 +179,9 @@ class AttrRedirect(Redirect):
         # A plain module/class attribute: its original is re-read cheaply and
         # the registry entry is recycled between activations.
         self._plain = type(target) in (types.ModuleType, type) and name[:2] != "__"
+
+    def _args(self) -> tuple[Any, ...]:
+        return (self._target, self._name, self._replacement, self._create, self._scope)
 
     # The hot path: one lock section on entry and one on exit (see _registry).
     _activate = activate
@@ -227,6 +239,9 @@ class Combined(Redirect):
         if all(isinstance(p, (AttrRedirect, _construction_redirect())) for p in parts):
             self._value = tuple(p._replacement for p in parts)
 
+    def _args(self) -> tuple[Any, ...]:
+        return (self._parts,)
+
     def _activate(self, code: Any, lasti: int) -> ActivationGroup:
         handles: list[Activation | ActivationGroup] = []
         try:
@@ -273,6 +288,9 @@ class Deferred(Redirect):
         super().__init__()
         self._factory = factory
 
+    def _args(self) -> tuple[Any, ...]:
+        return (self._factory,)
+
     def _activate(self, code: Any, lasti: int) -> Activation | ActivationGroup:
         redirect = self._factory()
         if redirect is None:
@@ -304,6 +322,9 @@ class During(Redirect):
         self._inner = inner
         self._replacement = ABSENT  # activations show their wrapper
         self._scope = "process"
+
+    def _args(self) -> tuple[Any, ...]:
+        return (self._owner, self._name, self._inner)
 
     def _activate(self, code: Any, lasti: int) -> Activation:
         from ._decorate import wrap_raw

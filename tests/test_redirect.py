@@ -604,3 +604,31 @@ def test_exitstack_entry_site_is_the_callers_line() -> None:
         stack.enter_context(redirect_attr(mod, "value", 2))
         line = sys._getframe().f_lineno - 1
         assert patchscope.active()[0].site == f"{__file__}:{line}"
+
+
+class PickledTarget:
+    """A class target that pickle finds by name."""
+
+    value = "orig"
+
+
+def test_copies_and_pickles_are_independent_redirects() -> None:
+    """copy.copy, deepcopy and pickle give a new redirect; live handles stay with the original."""
+    import copy
+    import pickle
+
+    r = redirect_attr(PickledTarget, "value", "r")
+    with r:
+        for twin in (copy.copy(r), copy.deepcopy(r), pickle.loads(pickle.dumps(r))):
+            assert twin is not r and repr(twin) == repr(r)
+            with twin:
+                assert PickledTarget.value == "r"
+            assert PickledTarget.value == "r"  # the original's activation is still live
+            assert len(patchscope.active()) == 1
+    assert PickledTarget.value == "orig" and patchscope.active() == ()
+    construction = patchscope.redirect_construction(PickledTarget, dict, include_subclasses=True)
+    twin = pickle.loads(pickle.dumps(construction))
+    assert repr(twin) == repr(construction)
+    with twin:
+        assert PickledTarget() == {}
+    assert isinstance(PickledTarget(), PickledTarget)
