@@ -27,6 +27,7 @@ from ._records import speedups
 from ._resolve import OBJECT_NEW, lookup_mro
 
 _c_repair_new: Any = speedups.repair_new if speedups is not None else None
+_c_preset_object_new: Any = speedups.preset_object_new if speedups is not None else None
 
 _PY_TP_NEW = 65  # Py_tp_new in Include/typeslots.h
 # (view of a type object's words, object's tp_new, its word index,
@@ -61,6 +62,48 @@ def inherits_object_new(cls: type) -> bool:
     return lookup_mro(cls, "__new__") is OBJECT_NEW
 
 
+def _slot_writer() -> tuple[Any, int, int, Any] | None:
+    global _probe
+    if _probe is False:
+        _probe = _locate()
+    if _probe is None or _probe is True:
+        return None
+    return _probe
+
+
+def preset_object_new(cls: type) -> bool:
+    """Before ``del cls.__new__``: if *cls* then inherits ``object.__new__``, prepare; True if done.
+
+    Gives *cls*, and the subclasses that get their ``__new__`` from it,
+    ``object``'s tp_new already. Deleting ``__new__`` keeps a tp_new that is
+    ``object``'s (``update_one_slot``), so no construction in another thread
+    ever meets the slot that rejects arguments between the delete and a
+    repair afterwards.
+    """
+    if _c_preset_object_new is not None:
+        return _c_preset_object_new(cls)  # type: ignore[no-any-return]
+    inherited = next(
+        (k.__dict__["__new__"] for k in cls.__mro__[1:] if "__new__" in k.__dict__), None
+    )
+    probe = _slot_writer()
+    if inherited is not OBJECT_NEW or probe is None:
+        return False
+    view, object_new, index, modified = probe
+    removed = lookup_mro(cls, "__new__")
+    pending = [cls]
+    while pending:
+        klass = pending.pop()
+        if klass.__flags__ & (1 << 8):  # immutable
+            continue
+        words = view.from_address(id(klass))
+        if words[index] != object_new:
+            words[index] = object_new
+            modified(klass)
+        subclasses: list[type] = klass.__subclasses__()
+        pending.extend(sub for sub in subclasses if lookup_mro(sub, "__new__") is removed)
+    return True
+
+
 def repair_new(cls: type) -> bool:
     """Give *cls* (and subclasses that follow it) ``object``'s tp_new back; True if done.
 
@@ -71,12 +114,10 @@ def repair_new(cls: type) -> bool:
     """
     if _c_repair_new is not None:
         return _c_repair_new(cls)  # type: ignore[no-any-return]
-    global _probe
-    if _probe is False:
-        _probe = _locate()
-    if _probe is None or _probe is True:
+    probe = _slot_writer()
+    if probe is None:
         return False
-    view, object_new, index, modified = _probe
+    view, object_new, index, modified = probe
     words = view.from_address(id(cls))
     if words[index] != object_new:
         words[index] = object_new

@@ -23,17 +23,33 @@ from ._resolve import ABSENT
 _get_ident = threading.get_ident
 
 
-class _PyActivationBase:
+class _Undeletable:
+    """The records' attributes may be set but not deleted (the C records refuse too)."""
+
+    __slots__ = ()
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"cannot delete attribute {name!r} of {type(self).__name__}")
+
+
+class _PyActivationBase(_Undeletable):
     """The fields of an activation (see ``_registry.Activation``)."""
 
-    # Class-level defaults keep construction to five stores (hot path).
-    open = True
-    _entry: _PyEntry | None = None
-    _slot: Any = None  # the context-local holder (anything with a ``var``)
-    _spec: Any = None  # extra data of the redirect kind (constructions)
-    _ctx = False  # installed through a context slot
-    _pushed = False  # paired through the context's with-stack
-    _frame: Any = None  # the frame of the with-statement that entered it
+    __slots__ = (
+        "__weakref__",
+        "_code",
+        "_ctx",
+        "_entry",
+        "_frame",
+        "_lasti",
+        "_pushed",
+        "_redirect",
+        "_slot",
+        "_spec",
+        "_value",
+        "open",
+        "thread_id",
+    )
 
     def __init__(self, redirect: Any, value: object, code: Any, lasti: int) -> None:
         self._redirect = redirect
@@ -41,9 +57,16 @@ class _PyActivationBase:
         self._code = code
         self._lasti = lasti
         self.thread_id = _get_ident()
+        self.open = True
+        self._entry: _PyEntry | None = None
+        self._slot: Any = None  # the context-local holder (anything with a ``var``)
+        self._spec: Any = None  # extra data of the redirect kind (constructions)
+        self._ctx = False  # installed through a context slot
+        self._pushed = False  # paired through the context's with-stack
+        self._frame: Any = None  # the frame of the with-statement that entered it
 
 
-class _PyEntry:
+class _PyEntry(_Undeletable):
     """One per ``(target, name)`` while anything redirects it."""
 
     __slots__ = (
@@ -76,7 +99,7 @@ class _PyEntry:
         self.parked: tuple[type, type, Any] | None = None
 
 
-class _PyRedirectBase:
+class _PyRedirectBase(_Undeletable):
     """The state every Redirect has; subclasses fill in what applies to them."""
 
     __slots__ = (

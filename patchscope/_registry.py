@@ -34,7 +34,7 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
-from ._cpython import inherits_object_new, repair_new
+from ._cpython import inherits_object_new, preset_object_new, repair_new
 from ._errors import (
     RedirectConflictWarning,
     RestoreError,
@@ -453,6 +453,8 @@ def _restore_original(entry: _Entry) -> None:
     if entry.kind == OWN or (entry.kind == SETATTR and entry.original is not ABSENT):
         setattr(target, name, entry.original)
     elif entry.kind == SETATTR or name in target.__dict__:
+        if name == "__new__" and isinstance(target, type):
+            preset_object_new(target)  # see there: no window without a usable tp_new
         delattr(target, name)
         if (
             name == "__new__"
@@ -690,6 +692,21 @@ def _exit_locked(act: Activation) -> tuple[object, BaseException | None]:
     return conflict, error
 
 
+def _caller_level() -> int:
+    """The ``stacklevel`` that points a warning from the caller at the user's code.
+
+    The first frame outside patchscope: the ``with`` statement or ``stop()``
+    call that ended the activation, however many of patchscope's own frames
+    (none, where the C accelerator ran) lie between.
+    """
+    level = 2
+    frame: types.FrameType | None = _getframe(2)
+    while frame is not None and frame.f_globals.get("__name__", "").startswith("patchscope."):
+        level += 1
+        frame = frame.f_back
+    return level
+
+
 def _after_exit(act: Activation, conflict: object, error: BaseException | None) -> None:
     slot = act._slot
     if slot is not None:
@@ -706,7 +723,7 @@ def _after_exit(act: Activation, conflict: object, error: BaseException | None) 
                 f"{describe(act.target)} attribute {act.name!r} was {found} "
                 "by someone else while redirected; restoring the original anyway"
             ),
-            stacklevel=4,
+            stacklevel=_caller_level(),
         )
     if error is not None:
         raise RestoreError(

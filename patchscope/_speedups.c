@@ -52,6 +52,14 @@ static PyObject *g_not_writable;  /* _not_writable */
 static PyObject *s_lock, *s_class, *s_open, *s_value, *s_new, *s_prepare, *s_var;
 static PyObject *empty_tuple;
 
+/* The entry points below need what bind() provides. */
+#define REQUIRE_BOUND(fail)                                                           \
+    if (g_registry == NULL) {                                                         \
+        PyErr_SetString(PyExc_RuntimeError,                                           \
+                        "patchscope._speedups works only through patchscope._registry"); \
+        return fail;                                                                  \
+    }
+
 #define OWN 0
 #define SHADOW 1
 #define SETATTR 2
@@ -79,11 +87,16 @@ rlock_enter(LockObject *self)
         return 0;
     }
     if (!PyThread_acquire_lock(self->lock, NOWAIT_LOCK)) {
-        int ok;
-        Py_BEGIN_ALLOW_THREADS
-        ok = PyThread_acquire_lock(self->lock, WAIT_LOCK);
-        Py_END_ALLOW_THREADS
-        if (!ok) {
+        /* Wait without the GIL; run signal handlers (Ctrl-C) as threading's locks do. */
+        PyLockStatus status;
+        do {
+            Py_BEGIN_ALLOW_THREADS
+            status = PyThread_acquire_lock_timed(self->lock, -1, 1);
+            Py_END_ALLOW_THREADS
+            if (status == PY_LOCK_INTR && Py_MakePendingCalls() < 0)
+                return -1;
+        } while (status == PY_LOCK_INTR);
+        if (status != PY_LOCK_ACQUIRED) {
             PyErr_SetString(PyExc_RuntimeError, "patchscope: cannot take the registry lock");
             return -1;
         }
@@ -187,12 +200,28 @@ static PyTypeObject LockType = {
 };
 
 /* ------------------------------------------------------------------------ */
+/* The records' attributes may be set but not deleted: the fast path reads
+ * their fields without checking for NULL. */
+
+static int
+refuse_delete(PyObject *self, PyObject *name, PyObject *value)
+{
+    if (value == NULL) {
+        PyErr_Format(PyExc_AttributeError, "cannot delete attribute %R of %s", name,
+                     Py_TYPE(self)->tp_name);
+        return -1;
+    }
+    return PyObject_GenericSetAttr(self, name, value);
+}
+
+/* ------------------------------------------------------------------------ */
 /* ActivationBase */
 
 typedef struct {
     PyObject_HEAD
     PyObject *redirect, *value, *code, *lasti, *thread_id;
     PyObject *entry, *slot, *spec, *frame;
+    PyObject *weakrefs;
     char open, ctx, pushed;
 } ActObject;
 
@@ -272,6 +301,8 @@ static void
 act_dealloc(ActObject *self)
 {
     PyObject_GC_UnTrack(self);
+    if (self->weakrefs != NULL)
+        PyObject_ClearWeakRefs((PyObject *)self);
     act_clear(self);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
@@ -298,6 +329,8 @@ static PyTypeObject ActType = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "patchscope._speedups.ActivationBase",
     .tp_basicsize = sizeof(ActObject),
+    .tp_weaklistoffset = offsetof(ActObject, weakrefs),
+    .tp_setattro = refuse_delete,
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
     .tp_new = act_new,
     .tp_init = (initproc)act_init,
@@ -411,6 +444,7 @@ static PyTypeObject EntryType = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "patchscope._speedups.Entry",
     .tp_basicsize = sizeof(EntryObject),
+    .tp_setattro = refuse_delete,
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
     .tp_new = entry_new,
     .tp_traverse = (traverseproc)entry_traverse,
@@ -762,9 +796,9 @@ call4(PyObject *func, PyObject *a, PyObject *b, PyObject *c, PyObject *d)
     return PyObject_Vectorcall(func, args, 4, NULL);
 }
 
-static int repair_one(PyTypeObject *type);
+static int delete_new(PyTypeObject *cls);
 static int enter_first_with(RedirectObject *r, PyObject *target, ActObject *act,
-                            EntryObject *entry, int kind, PyObject *original);
+                            EntryObject *entry);
 
 /* The first activation of (target, name), from the redirect's recycled entry.
  * Returns 1 if done, 0 if the general path must do it (nothing changed), -1
@@ -788,24 +822,28 @@ enter_first(RedirectObject *r, PyObject *target, ActObject *act)
         kind = SHADOW; /* a class's __new__ always resolves: it is inherited */
     else
         return 0;
-    /* Strong: the write below may drop the dict's reference. */
-    PyObject *original = raw != NULL ? raw : g_absent;
-    Py_INCREF(original);
-    int done = enter_first_with(r, target, act, entry, kind, original);
-    Py_DECREF(original);
+    /* Complete the entry before anything publishes it, and drop what it held
+     * only at the end: that may run a finalizer, which may use the registry. */
+    PyObject *previous = entry->original;
+    Py_INCREF(raw != NULL ? raw : g_absent);
+    entry->original = raw != NULL ? raw : g_absent;
+    entry->kind = kind;
+    Py_INCREF(entry);
+    int done = enter_first_with(r, target, act, entry);
+    Py_DECREF(entry);
+    Py_DECREF(previous);
     return done;
 }
 
 static int
-enter_first_with(RedirectObject *r, PyObject *target, ActObject *act, EntryObject *entry,
-                 int kind, PyObject *original)
+enter_first_with(RedirectObject *r, PyObject *target, ActObject *act, EntryObject *entry)
 {
     if (act->ctx) {
         /* A module's class and slot from last time, if they still fit: the
          * module has its own class, or the same private subclass because
          * other names of it are redirected, and the slot is still there. */
         PyObject *parked = entry->parked;
-        if (kind != OWN || !PyTuple_Check(parked) || PyTuple_GET_SIZE(parked) != 3)
+        if (entry->kind != OWN || !PyTuple_Check(parked) || PyTuple_GET_SIZE(parked) != 3)
             return 0;
         PyObject *base = PyTuple_GET_ITEM(parked, 0), *sub = PyTuple_GET_ITEM(parked, 1);
         PyObject *slot = PyTuple_GET_ITEM(parked, 2);
@@ -874,8 +912,10 @@ enter_first_with(RedirectObject *r, PyObject *target, ActObject *act, EntryObjec
         if (PyList_Append(entry->stack, (PyObject *)act) < 0)
             return -1;
         if (PyObject_SetAttr(target, r->name, act->value) < 0) {
-            PyErr_Clear();
             PyList_SetSlice(entry->stack, 0, PY_SSIZE_T_MAX, NULL);
+            if (!PyErr_ExceptionMatches(PyExc_Exception))
+                return -1; /* KeyboardInterrupt and the like */
+            PyErr_Clear();
             return 0; /* the general path reports it */
         }
         Py_INCREF(act->value);
@@ -886,9 +926,6 @@ enter_first_with(RedirectObject *r, PyObject *target, ActObject *act, EntryObjec
         /* Cannot happen for a tuple key short of memory; report it. */
         return -1;
     }
-    Py_INCREF(original);
-    Py_SETREF(entry->original, original);
-    entry->kind = kind;
     Py_INCREF(entry);
     Py_SETREF(act->entry, (PyObject *)entry);
     Py_INCREF(Py_None);
@@ -980,6 +1017,7 @@ enter_locked(RedirectObject *r, PyObject *target, PyObject *key, ActObject *act)
 static PyObject *
 enter_activation(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
+    REQUIRE_BOUND(NULL)
     if (nargs != 3 || !PyObject_TypeCheck(args[0], &RedirectType) ||
         !PyObject_TypeCheck(args[2], &ActType)) {
         PyErr_SetString(PyExc_TypeError, "enter_activation(redirect, target, activation)");
@@ -1072,6 +1110,7 @@ static PyObject *end_locked(ActObject *act, PyObject *lock);
 static PyObject *
 redirect_c_activate(RedirectObject *r, PyObject *const *args, Py_ssize_t nargs)
 {
+    REQUIRE_BOUND(NULL)
     if (nargs != 2) {
         PyErr_SetString(PyExc_TypeError, "_c_activate(code, lasti)");
         return NULL;
@@ -1126,6 +1165,7 @@ fail:
 static PyObject *
 redirect_c_enter(RedirectObject *r, PyObject *unused)
 {
+    REQUIRE_BOUND(NULL)
     PyFrameObject *frame = PyEval_GetFrame(); /* the with-statement's frame */
     if (frame == NULL || r->key == Py_None || !PyList_Check(r->handles))
         return PyObject_CallOneArg(g_py_enter, (PyObject *)r);
@@ -1336,10 +1376,10 @@ exit_last(ActObject *act, PyObject **conflict, PyObject **error)
             Py_SETREF(entry->installed, g_absent);
             failed = 0;
             if (current != g_absent) {
-                failed = PyObject_DelAttr(target, entry->name) < 0;
-                if (!failed && PyType_Check(target) &&
-                    PyUnicode_Compare(entry->name, s_new) == 0)
-                    failed = repair_one((PyTypeObject *)target) < 0;
+                if (PyType_Check(target) && PyUnicode_Compare(entry->name, s_new) == 0)
+                    failed = delete_new((PyTypeObject *)target) < 0;
+                else
+                    failed = PyObject_DelAttr(target, entry->name) < 0;
             }
         }
         if (failed) {
@@ -1354,6 +1394,7 @@ exit_last(ActObject *act, PyObject **conflict, PyObject **error)
                 /* KeyboardInterrupt and the like propagate. */
                 PyErr_SetObject((PyObject *)Py_TYPE(value), value);
                 Py_DECREF(value);
+                Py_CLEAR(*conflict);
                 return -1;
             }
             *error = value;
@@ -1441,6 +1482,7 @@ end_locked(ActObject *act, PyObject *lock)
 static PyObject *
 redirect_c_exit(RedirectObject *r, PyObject *const *args, Py_ssize_t nargs)
 {
+    REQUIRE_BOUND(NULL)
     PyFrameObject *frame = PyEval_GetFrame();
     if (frame == NULL || !PyList_Check(r->handles))
         return PyObject_Vectorcall(g_py_exit, (PyObject *[]){(PyObject *)r}, 1, NULL);
@@ -1486,6 +1528,7 @@ fail_locked:
 static PyObject *
 exit_activation(PyObject *module, PyObject *act)
 {
+    REQUIRE_BOUND(NULL)
     if (!PyObject_TypeCheck(act, &ActType)) {
         PyErr_SetString(PyExc_TypeError, "exit_activation(activation)");
         return NULL;
@@ -1525,6 +1568,7 @@ static PyTypeObject RedirectType = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "patchscope._speedups.RedirectBase",
     .tp_basicsize = sizeof(RedirectObject),
+    .tp_setattro = refuse_delete,
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
     .tp_new = redirect_new,
     .tp_init = redirect_init,
@@ -1610,6 +1654,7 @@ static PyObject *g_object_new; /* object.__dict__["__new__"] */
 static PyObject *
 disp_vectorcall(DispObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
+    REQUIRE_BOUND(NULL)
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
     if (nargs < 1)
         goto fallback;
@@ -1619,9 +1664,9 @@ disp_vectorcall(DispObject *self, PyObject *const *args, size_t nargsf, PyObject
         return NULL;
     Py_XDECREF(cls); /* only compared: args[0] keeps a live class alive */
 #else
-    PyObject *cls = PyWeakref_GetObject(self->cls_ref);
+    PyObject *cls = PyWeakref_GetObject(self->cls_ref); /* None once the class died */
 #endif
-    if (args[0] != cls)
+    if (args[0] != cls || !PyType_Check(cls))
         goto fallback;
     PyObject *acts;
     if (PyContextVar_Get(self->var, empty_tuple, &acts) < 0)
@@ -1669,7 +1714,10 @@ disp_vectorcall(DispObject *self, PyObject *const *args, size_t nargsf, PyObject
             return PyBaseObject_Type.tp_new((PyTypeObject *)args[0], empty_tuple, NULL);
         goto fallback; /* object.__new__'s rules on extra arguments */
     }
-    return PyObject_Vectorcall(base_new, args, nargsf, kwnames);
+    Py_INCREF(base_new); /* an activation elsewhere may refresh base[0] meanwhile */
+    PyObject *built = PyObject_Vectorcall(base_new, args, nargsf, kwnames);
+    Py_DECREF(base_new);
+    return built;
 
 fallback:
     return PyObject_Vectorcall(self->fallback, args, nargsf, kwnames);
@@ -1794,6 +1842,98 @@ repair_one(PyTypeObject *type)
     return 0;
 }
 
+/* The raw __new__ that *type* gets from the classes after it in its MRO
+ * (borrowed; NULL with an error set, or without one if none has one). */
+static PyObject *
+new_after(PyTypeObject *type)
+{
+    PyObject *mro = type->tp_mro;
+    for (Py_ssize_t i = 1; mro != NULL && i < PyTuple_GET_SIZE(mro); i++) {
+        PyTypeObject *klass = (PyTypeObject *)PyTuple_GET_ITEM(mro, i);
+        if (klass == &PyBaseObject_Type)
+            return g_object_new;
+#if PY_VERSION_HEX >= 0x030C0000
+        PyObject *dict = PyType_GetDict(klass); /* tp_dict is NULL for builtins */
+        PyObject *raw = dict ? PyDict_GetItemWithError(dict, s_new) : NULL;
+        Py_XDECREF(dict); /* the type keeps it alive, and raw with it */
+#else
+        PyObject *raw = klass->tp_dict ? PyDict_GetItemWithError(klass->tp_dict, s_new) : NULL;
+#endif
+        if (raw != NULL || PyErr_Occurred())
+            return raw;
+    }
+    return NULL;
+}
+
+/* Before `del cls.__new__` (*removed*), when cls then inherits object.__new__:
+ * give cls and the subclasses that get their __new__ from it object's tp_new
+ * now. The delete keeps a tp_new that is already object's (update_one_slot in
+ * Objects/typeobject.c), so no construction, in any thread, ever meets the
+ * generic "look __new__ up" slot that rejects arguments after the delete. */
+static int
+preset_one(PyTypeObject *type, PyObject *removed)
+{
+    if (!PyType_HasFeature(type, Py_TPFLAGS_HEAPTYPE) ||
+        PyType_HasFeature(type, Py_TPFLAGS_IMMUTABLETYPE))
+        return 0;
+    if (type->tp_new != PyBaseObject_Type.tp_new) {
+        type->tp_new = PyBaseObject_Type.tp_new;
+        PyType_Modified(type);
+    }
+    PyObject *subclasses = PyObject_CallMethod((PyObject *)type, "__subclasses__", NULL);
+    if (subclasses == NULL)
+        return -1;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(subclasses); i++) {
+        PyTypeObject *sub = (PyTypeObject *)PyList_GET_ITEM(subclasses, i);
+        if (_PyType_Lookup(sub, s_new) == removed && preset_one(sub, removed) < 0) {
+            Py_DECREF(subclasses);
+            return -1;
+        }
+    }
+    Py_DECREF(subclasses);
+    return 0;
+}
+
+/* Delete cls.__new__ (a redirect's dispatcher) so that cls constructs
+ * exactly as before it had one. */
+static int
+delete_new(PyTypeObject *cls)
+{
+    PyObject *removed = _PyType_Lookup(cls, s_new);
+    PyObject *inherited = new_after(cls);
+    if (inherited == NULL && PyErr_Occurred())
+        return -1;
+    if (removed != NULL && inherited == g_object_new) {
+        Py_INCREF(removed);
+        int failed = preset_one(cls, removed) < 0;
+        Py_DECREF(removed);
+        if (failed)
+            return -1;
+    }
+    return PyObject_DelAttr((PyObject *)cls, s_new);
+}
+
+static PyObject *
+preset_object_new(PyObject *module, PyObject *cls)
+{
+    if (!PyType_Check(cls)) {
+        PyErr_SetString(PyExc_TypeError, "preset_object_new() takes a class");
+        return NULL;
+    }
+    PyObject *removed = _PyType_Lookup((PyTypeObject *)cls, s_new);
+    PyObject *inherited = new_after((PyTypeObject *)cls);
+    if (inherited == NULL && PyErr_Occurred())
+        return NULL;
+    if (removed == NULL || inherited != g_object_new)
+        Py_RETURN_FALSE;
+    Py_INCREF(removed);
+    int failed = preset_one((PyTypeObject *)cls, removed) < 0;
+    Py_DECREF(removed);
+    if (failed)
+        return NULL;
+    Py_RETURN_TRUE;
+}
+
 static PyObject *
 repair_new(PyObject *module, PyObject *cls)
 {
@@ -1854,6 +1994,8 @@ static PyMethodDef module_methods[] = {
     {"enter_activation", (PyCFunction)(void (*)(void))enter_activation, METH_FASTCALL,
      "Register an activation and make it visible (see _registry)."},
     {"exit_activation", exit_activation, METH_O, "End an activation; idempotent."},
+    {"preset_object_new", preset_object_new, METH_O,
+     "Before del cls.__new__: object's tp_new for cls and the subclasses following it."},
     {"repair_new", repair_new, METH_O,
      "Give cls (and subclasses following it) object's tp_new back; True."},
     {NULL},

@@ -266,3 +266,71 @@ def test_unpickling_inside_the_activating_context_builds_the_replacement() -> No
     assert type(elsewhere) is Plain and elsewhere.x == 5
     after = pickle.loads(data)
     assert type(after) is Plain and after.x == 5
+
+
+class _Meta(type):
+    """A metaclass: its classes take the registry's general (Python) path."""
+
+
+class _PlainTakesArg:
+    def __init__(self, a: int) -> None:
+        self.a = a
+
+
+class _MetaTakesArg(metaclass=_Meta):
+    def __init__(self, a: int) -> None:
+        self.a = a
+
+
+@pytest.mark.parametrize("cls", [_PlainTakesArg, _MetaTakesArg], ids=["plain", "metaclass"])
+def test_other_threads_never_see_a_half_removed_new(cls: type) -> None:
+    """While activations of an inherited-__new__ class end, cls(1) keeps working elsewhere."""
+    import sys
+
+    redirect = redirect_construction(cls, dict)
+    started, done = threading.Event(), threading.Event()
+    errors: list[str] = []
+    built = 0
+
+    def construct() -> None:
+        nonlocal built
+        started.set()
+        while not done.is_set():
+            try:
+                assert cls(1).a == 1
+            except TypeError as exc:  # "object.__new__() takes exactly one argument"
+                errors.append(str(exc))
+            built += 1
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads as often as possible
+    worker = threading.Thread(target=construct)
+    worker.start()
+    try:
+        assert started.wait(60)
+        for _ in range(3000):
+            with redirect:
+                pass
+    finally:
+        done.set()
+        worker.join(60)
+        sys.setswitchinterval(interval)
+    assert not worker.is_alive()
+    assert built > 0
+    assert errors == []
+    assert "__new__" not in vars(cls) and cls(2).a == 2
+
+
+def test_dispatcher_called_after_its_class_died_raises() -> None:
+    """A dispatcher kept past its class's death raises TypeError instead of crashing."""
+    import gc
+
+    class Short:
+        pass
+
+    with redirect_construction(Short, dict):
+        new = Short.__dict__["__new__"].__func__
+    del Short
+    gc.collect()
+    with pytest.raises(TypeError):
+        new(None)

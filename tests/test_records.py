@@ -158,3 +158,37 @@ def test_other_threads_read_through_the_slot_while_a_context_redirect_is_live() 
     assert not thread.is_alive()
     assert seen == [replacement]
     assert mod.value is original and type(mod) is types.ModuleType
+
+
+def test_deleting_a_record_field_raises_instead_of_crashing() -> None:
+    """del of an internal field is refused or fails cleanly; the target is left as it was."""
+    mod = types.ModuleType("records_del")
+    mod.value = "orig"
+    r = patchscope.redirect_attr(mod, "value", "r")
+    with contextlib.suppress(AttributeError):
+        del r._value
+    with contextlib.suppress(AttributeError), r:
+        pass
+    handle = patchscope.redirect_attr(mod, "value", "h").start()
+    with contextlib.suppress(AttributeError):
+        del handle._entry
+    with contextlib.suppress(AttributeError):
+        handle.stop()
+    for act in patchscope.active():
+        act.stop()
+    assert mod.value == "orig" and patchscope.active() == ()
+
+
+def test_activations_can_be_weakly_referenced() -> None:
+    """A handle supports weakref, in both implementations."""
+    import weakref
+
+    mod = types.ModuleType("records_weak")
+    mod.value = "orig"
+    handle = patchscope.redirect_attr(mod, "value", "h").start()
+    ref = weakref.ref(handle)
+    assert ref() is handle
+    handle.stop()
+    del handle
+    gc.collect()
+    assert ref() is None

@@ -632,3 +632,24 @@ def test_copies_and_pickles_are_independent_redirects() -> None:
     with twin:
         assert PickledTarget() == {}
     assert isinstance(PickledTarget(), PickledTarget)
+
+
+def test_conflict_warning_points_at_the_users_line() -> None:
+    """The conflict warning names the with statement or the stop() call, not patchscope."""
+    import warnings
+
+    mod = types.ModuleType("m")
+    mod.value = "orig"
+    r = redirect_attr(mod, "value", "r")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with r:  # the with statement's line is reported for its exit
+            line_with = sys._getframe().f_lineno - 1
+            mod.value = "someone else"
+        handle = r.start()
+        mod.value = "someone else again"
+        handle.stop()
+        line_stop = sys._getframe().f_lineno - 1
+    found = [(w.filename, w.lineno) for w in caught if w.category is RedirectConflictWarning]
+    assert found == [(__file__, line_with), (__file__, line_stop)]
+    assert mod.value == "orig"
