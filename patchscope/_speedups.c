@@ -1590,6 +1590,7 @@ static PyTypeObject RedirectType = {
 typedef struct {
     PyObject_HEAD
     PyObject *fallback, *cls_ref, *key, *var, *base, *rebuilders, *dict;
+    Py_hash_t key_hash; /* tuples do not cache their hash */
     vectorcallfunc vectorcall;
 } DispObject;
 
@@ -1689,7 +1690,7 @@ disp_vectorcall(DispObject *self, PyObject *const *args, size_t nargsf, PyObject
     Py_DECREF(acts);
     if (unknown)
         goto fallback;
-    PyObject *entry = PyDict_GetItemWithError(g_entries, self->key);
+    PyObject *entry = _PyDict_GetItem_KnownHash(g_entries, self->key, self->key_hash);
     if (entry == NULL && PyErr_Occurred())
         return NULL;
     if (entry != NULL) {
@@ -1731,9 +1732,13 @@ disp_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
                           &cls_ref, &PyTuple_Type, &key, &PyContextVar_Type, &var,
                           &PyList_Type, &base, &PyFrozenSet_Type, &rebuilders))
         return NULL;
+    Py_hash_t key_hash = PyObject_Hash(key);
+    if (key_hash == -1)
+        return NULL;
     DispObject *self = (DispObject *)type->tp_alloc(type, 0);
     if (self == NULL)
         return NULL;
+    self->key_hash = key_hash;
     PyObject **fields[] = {&self->fallback, &self->cls_ref, &self->key,
                            &self->var,      &self->base,    &self->rebuilders};
     PyObject *values[] = {fallback, cls_ref, key, var, base, rebuilders};
