@@ -23,16 +23,7 @@ from ._resolve import ABSENT
 _get_ident = threading.get_ident
 
 
-class _Undeletable:
-    """The records' attributes may be set but not deleted (the C records refuse too)."""
-
-    __slots__ = ()
-
-    def __delattr__(self, name: str) -> None:
-        raise AttributeError(f"cannot delete attribute {name!r} of {type(self).__name__}")
-
-
-class _PyActivationBase(_Undeletable):
+class _PyActivationBase:
     """The fields of an activation (see ``_registry.Activation``)."""
 
     __slots__ = (
@@ -66,7 +57,7 @@ class _PyActivationBase(_Undeletable):
         self._frame: Any = None  # the frame of the with-statement that entered it
 
 
-class _PyEntry(_Undeletable):
+class _PyEntry:
     """One per ``(target, name)`` while anything redirects it."""
 
     __slots__ = (
@@ -99,7 +90,7 @@ class _PyEntry(_Undeletable):
         self.parked: tuple[type, type, Any] | None = None
 
 
-class _PyRedirectBase(_Undeletable):
+class _PyRedirectBase:
     """The state every Redirect has; subclasses fill in what applies to them."""
 
     __slots__ = (

@@ -454,18 +454,24 @@ def _restore_original(entry: _Entry) -> None:
         setattr(target, name, entry.original)
     elif entry.kind == SETATTR or name in target.__dict__:
         if name == "__new__" and isinstance(target, type):
-            preset_object_new(target)  # see there: no window without a usable tp_new
-        delattr(target, name)
-        if (
-            name == "__new__"
-            and isinstance(target, type)
-            and inherits_object_new(target)
-            and not repair_new(target)
-        ):
-            # CPython cannot take a __new__ away again by itself (see
-            # _cpython); where the slot cannot be repaired, keep the class
-            # working with a stand-in that behaves exactly like object.__new__.
-            setattr(target, name, OBJECT_NEW_STANDIN)
+            _delete_new(target)
+        else:
+            delattr(target, name)
+
+
+def _delete_new(cls: type) -> None:
+    """Delete a class's ``__new__`` so that it constructs exactly as before it had one.
+
+    CPython cannot take a ``__new__`` away again by itself (see _cpython):
+    where the class then inherits ``object.__new__``, its tp_new slot is set
+    first, so no construction in another thread meets the slot in between;
+    where that is not possible, a repair follows, or else a stand-in that
+    behaves exactly like ``object.__new__`` keeps the class working.
+    """
+    preset = preset_object_new(cls)
+    delattr(cls, "__new__")
+    if not preset and inherits_object_new(cls) and not repair_new(cls):
+        cls.__new__ = OBJECT_NEW_STANDIN
 
 
 # ---------------------------------------------------------------------------
