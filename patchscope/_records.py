@@ -16,6 +16,7 @@ import importlib
 import os
 import threading
 import types
+import weakref
 from typing import TYPE_CHECKING, Any
 
 from ._resolve import ABSENT
@@ -162,6 +163,38 @@ class _PyModuleSlot:
             raise AttributeError(self.name) from None
 
 
+class _PyClassSlotBase:
+    """Non-data descriptor in a class's ``__dict__``; binds like the raw value would.
+
+    Subclasses provide ``_chosen(instance, owner)``, the raw value this
+    context sees, and ``_inherited(instance, owner)``, what the class
+    inherits (the C version calls only the latter).
+    """
+
+    __slots__ = ("cls_ref", "fallback", "name", "var")
+
+    def __init__(self, cls: type, name: str) -> None:
+        self.cls_ref = weakref.ref(cls)  # the class may die; its slots die with it
+        self.name = name
+        self.fallback: object = ABSENT  # the process value: a replacement or the original
+        self.var: contextvars.ContextVar[tuple[Any, ...]] = contextvars.ContextVar(
+            f"patchscope:{cls.__qualname__}.{name}", default=()
+        )
+
+    def __get__(self, instance: object, owner: type | None = None) -> Any:
+        value = self._chosen(instance, owner)
+        get = getattr(type(value), "__get__", None)
+        if get is None:
+            return value
+        return get(value, instance, owner)
+
+    def _chosen(self, instance: object, owner: type | None) -> Any:
+        raise NotImplementedError
+
+    def _inherited(self, instance: object, owner: type | None) -> object:
+        raise NotImplementedError
+
+
 def _load_speedups() -> Any:
     if os.environ.get("PATCHSCOPE_PURE_PYTHON", "") not in ("", "0"):
         return None
@@ -181,8 +214,10 @@ if TYPE_CHECKING or not ACCELERATED:
     Entry = _PyEntry
     RedirectBase = _PyRedirectBase
     ModuleSlot = _PyModuleSlot
+    ClassSlotBase = _PyClassSlotBase
 else:
     ActivationBase = speedups.ActivationBase
     Entry = speedups.Entry
     RedirectBase = speedups.RedirectBase
     ModuleSlot = speedups.ModuleSlot
+    ClassSlotBase = speedups.ClassSlotBase

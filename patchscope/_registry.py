@@ -41,7 +41,7 @@ from ._errors import (
     TargetNotWritableError,
     UnsupportedTargetError,
 )
-from ._records import ActivationBase, speedups
+from ._records import ActivationBase, ClassSlotBase, speedups
 from ._records import Entry as _Entry
 from ._records import ModuleSlot as _ModuleSlot
 from ._resolve import (
@@ -180,28 +180,16 @@ class Activation(ActivationBase):
 # context-local slots
 
 
-class _ClassSlot:
+class _ClassSlot(ClassSlotBase):
     """Non-data descriptor in a class's ``__dict__``; binds like the raw value would.
 
     Non-data, so an instance's own ``__dict__`` still wins as it did before.
+    ``__get__`` and the fields are in ClassSlotBase (C when the accelerator
+    is built): this context's replacement, else ``fallback`` (the process
+    value), else what the class inherits.
     """
 
-    __slots__ = ("cls_ref", "fallback", "name", "var")
-
-    def __init__(self, cls: type, name: str) -> None:
-        self.cls_ref = weakref.ref(cls)  # the class may die; its slots die with it
-        self.name = name
-        self.fallback: object = ABSENT
-        self.var: contextvars.ContextVar[tuple[Activation, ...]] = contextvars.ContextVar(
-            f"patchscope:{cls.__qualname__}.{name}", default=()
-        )
-
-    def __get__(self, instance: object, owner: type | None = None) -> Any:
-        value = self._chosen(instance, owner)
-        get = getattr(type(value), "__get__", None)
-        if get is None:
-            return value
-        return get(value, instance, owner)
+    __slots__ = ()
 
     def _chosen(self, instance: object, owner: type | None) -> Any:
         """The raw value this context sees: its own replacement, else the fallback."""
@@ -471,7 +459,7 @@ def _delete_new(cls: type) -> None:
     preset = preset_object_new(cls)
     delattr(cls, "__new__")
     if not preset and inherits_object_new(cls) and not repair_new(cls):
-        cls.__new__ = OBJECT_NEW_STANDIN
+        setattr(cls, "__new__", OBJECT_NEW_STANDIN)  # noqa: B010 (mypy: no assigning methods)
 
 
 # ---------------------------------------------------------------------------

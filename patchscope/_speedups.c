@@ -607,6 +607,135 @@ static PyTypeObject SlotType = {
     .tp_descr_set = (descrsetfunc)slot_set,
 };
 
+/* ------------------------------------------------------------------------ */
+/* ClassSlotBase: the non-data descriptor of context-scope class redirects */
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *cls_ref, *fallback, *name, *var;
+} ClassSlotObject;
+
+static PyObject *s_inherited, *s_qualname;
+
+static PyObject *
+cslot_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    PyObject *cls, *name;
+    if (!PyArg_ParseTuple(args, "O!U:_ClassSlot", &PyType_Type, &cls, &name))
+        return NULL;
+    PyObject *qualname = PyObject_GetAttr(cls, s_qualname);
+    if (qualname == NULL)
+        return NULL;
+    PyObject *label = PyUnicode_FromFormat("patchscope:%S.%U", qualname, name);
+    Py_DECREF(qualname);
+    if (label == NULL)
+        return NULL;
+    const char *text = PyUnicode_AsUTF8(label);
+    PyObject *var = text ? PyContextVar_New(text, empty_tuple) : NULL;
+    Py_DECREF(label);
+    /* Weak: the class may die; its slots die with it. */
+    PyObject *ref = var ? PyWeakref_NewRef(cls, NULL) : NULL;
+    ClassSlotObject *self = ref ? (ClassSlotObject *)type->tp_alloc(type, 0) : NULL;
+    if (self == NULL) {
+        Py_XDECREF(var);
+        Py_XDECREF(ref);
+        return NULL;
+    }
+    self->cls_ref = ref;
+    Py_INCREF(name);
+    self->name = name;
+    self->var = var;
+    self->fallback = g_absent ? g_absent : Py_None;
+    Py_INCREF(self->fallback);
+    return (PyObject *)self;
+}
+
+static int
+cslot_traverse(ClassSlotObject *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->cls_ref);
+    Py_VISIT(self->fallback);
+    Py_VISIT(self->var);
+    return 0;
+}
+
+static int
+cslot_clear(ClassSlotObject *self)
+{
+    Py_CLEAR(self->cls_ref);
+    Py_CLEAR(self->fallback);
+    Py_CLEAR(self->name);
+    Py_CLEAR(self->var);
+    return 0;
+}
+
+static void
+cslot_dealloc(ClassSlotObject *self)
+{
+    PyObject_GC_UnTrack(self);
+    cslot_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+/* This context's replacement, else the process value (fallback), else what
+ * the class inherits; bound as that raw value would bind. */
+static PyObject *
+cslot_get(ClassSlotObject *self, PyObject *instance, PyObject *owner)
+{
+    PyObject *acts, *value = NULL;
+    if (PyContextVar_Get(self->var, NULL, &acts) < 0)
+        return NULL;
+    if (acts != NULL && PyTuple_Check(acts) && PyTuple_GET_SIZE(acts)) {
+        value = innermost_open(acts);
+        if (value == NULL && PyErr_Occurred()) {
+            Py_DECREF(acts);
+            return NULL;
+        }
+    }
+    Py_XDECREF(acts);
+    if (value == NULL) {
+        value = self->fallback;
+        Py_INCREF(value);
+    }
+    if (value == g_absent) {
+        Py_DECREF(value);
+        value = PyObject_CallMethodObjArgs((PyObject *)self, s_inherited,
+                                           instance ? instance : Py_None,
+                                           owner ? owner : Py_None, NULL);
+        if (value == NULL)
+            return NULL;
+    }
+    descrgetfunc get = Py_TYPE(value)->tp_descr_get;
+    if (get == NULL)
+        return value;
+    PyObject *bound = get(value, instance, owner);
+    Py_DECREF(value);
+    return bound;
+}
+
+static PyMemberDef cslot_members[] = {
+    {"cls_ref", T_OBJECT, offsetof(ClassSlotObject, cls_ref), READONLY, NULL},
+    {"fallback", T_OBJECT, offsetof(ClassSlotObject, fallback), 0, NULL},
+    {"name", T_OBJECT, offsetof(ClassSlotObject, name), READONLY, NULL},
+    {"var", T_OBJECT, offsetof(ClassSlotObject, var), READONLY, NULL},
+    {NULL},
+};
+
+static PyTypeObject ClassSlotType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "patchscope._speedups.ClassSlotBase",
+    .tp_doc = "Non-data descriptor in a class's __dict__ (see _registry._ClassSlot).",
+    .tp_basicsize = sizeof(ClassSlotObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+    .tp_new = cslot_new,
+    .tp_setattro = refuse_delete,
+    .tp_traverse = (traverseproc)cslot_traverse,
+    .tp_clear = (inquiry)cslot_clear,
+    .tp_dealloc = (destructor)cslot_dealloc,
+    .tp_members = cslot_members,
+    .tp_descr_get = (descrgetfunc)cslot_get,
+};
+
 /* The context variable of a slot (a ModuleSlot, or a construction's
  * dispatcher): a new reference. */
 static PyObject *
@@ -2025,6 +2154,10 @@ PyInit__speedups(void)
     if (!s_lock || !s_class || !s_open || !s_value || !s_new || !s_prepare || !s_var ||
         !empty_tuple)
         return NULL;
+    s_inherited = PyUnicode_InternFromString("_inherited");
+    s_qualname = PyUnicode_InternFromString("__qualname__");
+    if (s_inherited == NULL || s_qualname == NULL)
+        return NULL;
     s_replacement = PyUnicode_InternFromString("replacement");
     s_subclass_replacement = PyUnicode_InternFromString("subclass_replacement");
     g_object_new = PyObject_GetAttr((PyObject *)&PyBaseObject_Type, s_new);
@@ -2032,7 +2165,8 @@ PyInit__speedups(void)
         return NULL;
     if (PyType_Ready(&ActType) < 0 || PyType_Ready(&EntryType) < 0 ||
         PyType_Ready(&SlotType) < 0 || PyType_Ready(&RedirectType) < 0 ||
-        PyType_Ready(&DispType) < 0 || PyType_Ready(&LockType) < 0)
+        PyType_Ready(&DispType) < 0 || PyType_Ready(&LockType) < 0 ||
+        PyType_Ready(&ClassSlotType) < 0)
         return NULL;
     PyObject *m = PyModule_Create(&speedups_module);
     if (m == NULL)
@@ -2042,7 +2176,8 @@ PyInit__speedups(void)
         PyModule_AddObjectRef(m, "ModuleSlot", (PyObject *)&SlotType) < 0 ||
         PyModule_AddObjectRef(m, "RedirectBase", (PyObject *)&RedirectType) < 0 ||
         PyModule_AddObjectRef(m, "NewDispatcher", (PyObject *)&DispType) < 0 ||
-        PyModule_AddObjectRef(m, "RLock", (PyObject *)&LockType) < 0) {
+        PyModule_AddObjectRef(m, "RLock", (PyObject *)&LockType) < 0 ||
+        PyModule_AddObjectRef(m, "ClassSlotBase", (PyObject *)&ClassSlotType) < 0) {
         Py_DECREF(m);
         return NULL;
     }
