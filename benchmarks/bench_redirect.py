@@ -33,6 +33,18 @@ class Trivial:
     pass
 
 
+class WithMethod:
+    """A class whose method and attribute are redirected in context scope."""
+
+    attr = 1
+
+    def method(self) -> int:
+        return 1
+
+
+instance = WithMethod()
+
+
 mod.func = _original
 mod.Trivial = Trivial
 
@@ -213,12 +225,14 @@ def _while_held(redirect: patchscope.Redirect, call, label: str, direct: float):
 def _other_context_rows() -> list[tuple[str, float, float]]:
     """(case, direct ns, redirected-elsewhere ns) for calls from a context without activation.
 
-    Each row has exactly the redirect it names live in one other thread; the
-    last of them has both redirects of the class live at once.
+    Each row has exactly the redirect it names live in one other thread;
+    "attr + construction" has both redirects of Trivial live at once.
     """
     direct_func = per_op(lambda: mod.func())
     direct_cls = per_op(lambda: mod.Trivial())
     direct_new = per_op(lambda: Trivial())
+    direct_method = per_op(lambda: instance.method())
+    direct_attr = per_op(lambda: WithMethod.attr)
     attr_func = patchscope.redirect_attr(mod, "func", _replacement, scope="context")
     attr_cls = patchscope.redirect_attr(mod, "Trivial", object, scope="context")
     construction = patchscope.redirect_construction(Trivial, object)
@@ -229,9 +243,21 @@ def _other_context_rows() -> list[tuple[str, float, float]]:
             construction, lambda: Trivial(), "Trivial() [redirect_construction]", direct_new
         ),
         _while_held(
+            patchscope.redirect_attr(WithMethod, "method", lambda self: 2, scope="context"),
+            lambda: instance.method(),
+            "obj.method() [class redirect_attr]",
+            direct_method,
+        ),
+        _while_held(
+            patchscope.redirect_attr(WithMethod, "attr", 2, scope="context"),
+            lambda: WithMethod.attr,
+            "WithMethod.attr [class redirect_attr]",
+            direct_attr,
+        ),
+        _while_held(
             patchscope.combine(attr_cls, construction),
             lambda: mod.Trivial(),
-            "mod.Trivial() [both of the above]",
+            "mod.Trivial() [attr + construction]",
             direct_cls,
         ),
     ]
