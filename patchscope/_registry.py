@@ -912,17 +912,8 @@ def _exit_with(redirect: Any, *exc_info: object) -> None:
         conflict, error = _exit_locked(act)
     finally:
         lock.release()
-    if conflict is _NO_CONFLICT and error is None:
-        slot = act._slot
-        if slot is not None:
-            var = slot.var
-            acts = var.get()
-            if len(acts) == 1 and acts[0] is act:
-                var.set(())
-            else:
-                _after_exit(act, conflict, error)
-        return
-    _after_exit(act, conflict, error)
+    if conflict is not _NO_CONFLICT or error is not None or act._slot is not None:
+        _after_exit(act, conflict, error)
 
 
 def generic_enter(redirect: Any, frame: Any) -> Any:
