@@ -24,10 +24,10 @@ import sys
 from typing import Any
 
 from ._records import speedups
-from ._resolve import OBJECT_NEW, lookup_mro
+from ._resolve import ABSENT, OBJECT_NEW, lookup_mro
 
 _c_repair_new: Any = speedups.repair_new if speedups is not None else None
-_c_preset_object_new: Any = speedups.preset_object_new if speedups is not None else None
+_c_preset_new: Any = speedups.preset_new if speedups is not None else None
 
 _PY_TP_NEW = 65  # Py_tp_new in Include/typeslots.h
 # (view of a type object's words, object's tp_new, its word index,
@@ -71,36 +71,58 @@ def _slot_writer() -> tuple[Any, int, int, Any] | None:
     return _probe
 
 
-def preset_object_new(cls: type) -> bool:
-    """Before ``del cls.__new__``: if *cls* then inherits ``object.__new__``, prepare; True if done.
+def _new_after(sub: type, cls: type) -> object:
+    """The raw ``__new__`` *sub* gets from the classes after *cls* in its MRO."""
+    mro = sub.__mro__
+    for klass in mro[mro.index(cls) + 1 :]:
+        if "__new__" in klass.__dict__:
+            return klass.__dict__["__new__"]
+    return ABSENT
 
-    Gives *cls*, and the subclasses that get their ``__new__`` from it,
-    ``object``'s tp_new already. Deleting ``__new__`` keeps a tp_new that is
-    ``object``'s (``update_one_slot``), so no construction in another thread
-    ever meets the slot that rejects arguments between the delete and a
-    repair afterwards.
+
+def _builtin_owner(raw: object) -> type | None:
+    """The builtin type whose own ``__new__`` *raw* is (object, dict, ...), else None."""
+    owner = getattr(raw, "__self__", None)
+    if type(raw) is type(OBJECT_NEW) and isinstance(owner, type) and owner.__new__ is raw:
+        return owner
+    return None
+
+
+def preset_new(cls: type) -> bool:
+    """Before ``del cls.__new__``: if *cls* then inherits a builtin's ``__new__``, prepare.
+
+    Gives *cls*, and the subclasses that get their ``__new__`` from it, the
+    tp_new of the builtin ``__new__`` each inherits once it is gone. Deleting
+    ``__new__`` keeps a tp_new that is already right (``update_one_slot``),
+    so no construction in another thread ever meets the generic slot that
+    rejects arguments, and the classes end with the slot they had before.
+    True if done.
     """
-    if _c_preset_object_new is not None:
-        return _c_preset_object_new(cls)  # type: ignore[no-any-return]
-    inherited = next(
-        (k.__dict__["__new__"] for k in cls.__mro__[1:] if "__new__" in k.__dict__), None
-    )
+    if _c_preset_new is not None:
+        return _c_preset_new(cls)  # type: ignore[no-any-return]
+    owner = _builtin_owner(_new_after(cls, cls))
     probe = _slot_writer()
-    if inherited is not OBJECT_NEW or probe is None:
+    if owner is None or probe is None:
         return False
-    view, object_new, index, modified = probe
+    view, _, index, modified = probe
     removed = lookup_mro(cls, "__new__")
-    pending = [cls]
+    pending = [(cls, owner)]
     while pending:
-        klass = pending.pop()
+        klass, owner = pending.pop()
         if klass.__flags__ & (1 << 8):  # immutable
             continue
+        tp_new = view.from_address(id(owner))[index]
         words = view.from_address(id(klass))
-        if words[index] != object_new:
-            words[index] = object_new
+        if words[index] != tp_new:
+            words[index] = tp_new
             modified(klass)
-        subclasses: list[type] = klass.__subclasses__()
-        pending.extend(sub for sub in subclasses if lookup_mro(sub, "__new__") is removed)
+        # type's own method: a metaclass may define __subclasses__ otherwise
+        subclasses: list[type] = type.__subclasses__(klass)
+        for sub in subclasses:
+            if lookup_mro(sub, "__new__") is removed:
+                sub_owner = _builtin_owner(_new_after(sub, cls))
+                if sub_owner is not None:
+                    pending.append((sub, sub_owner))
     return True
 
 
@@ -122,7 +144,7 @@ def repair_new(cls: type) -> bool:
     if words[index] != object_new:
         words[index] = object_new
         modified(cls)
-    subclasses: list[type] = cls.__subclasses__()
+    subclasses: list[type] = type.__subclasses__(cls)
     while subclasses:
         klass = subclasses.pop()
         if klass.__flags__ & (1 << 8) or not inherits_object_new(klass):  # immutable
@@ -131,5 +153,5 @@ def repair_new(cls: type) -> bool:
         if words[index] != object_new:
             words[index] = object_new
             modified(klass)
-        subclasses.extend(klass.__subclasses__())
+        subclasses.extend(type.__subclasses__(klass))
     return True

@@ -19,7 +19,7 @@ import types
 import weakref
 from typing import TYPE_CHECKING, Any
 
-from ._resolve import ABSENT
+from ._resolve import ABSENT, bind
 
 _get_ident = threading.get_ident
 
@@ -167,8 +167,8 @@ class _PyClassSlotBase:
     """Non-data descriptor in a class's ``__dict__``; binds like the raw value would.
 
     Subclasses provide ``_chosen(instance, owner)``, the raw value this
-    context sees, and ``_inherited(instance, owner)``, what the class
-    inherits (the C version calls only the latter).
+    context sees (ABSENT when none), and ``_inherited_get(instance, owner)``,
+    what reading gives then (the C version calls only the latter).
     """
 
     __slots__ = ("cls_ref", "fallback", "name", "var")
@@ -183,15 +183,14 @@ class _PyClassSlotBase:
 
     def __get__(self, instance: object, owner: type | None = None) -> Any:
         value = self._chosen(instance, owner)
-        get = getattr(type(value), "__get__", None)
-        if get is None:
-            return value
-        return get(value, instance, owner)
+        if value is ABSENT:
+            return self._inherited_get(instance, owner)
+        return bind(value, instance, owner)
 
     def _chosen(self, instance: object, owner: type | None) -> Any:
         raise NotImplementedError
 
-    def _inherited(self, instance: object, owner: type | None) -> object:
+    def _inherited_get(self, instance: object, owner: type | None) -> Any:
         raise NotImplementedError
 
 

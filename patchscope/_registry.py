@@ -34,7 +34,7 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
-from ._cpython import inherits_object_new, preset_object_new, repair_new
+from ._cpython import inherits_object_new, preset_new, repair_new
 from ._errors import (
     RedirectConflictWarning,
     RestoreError,
@@ -47,9 +47,11 @@ from ._records import ModuleSlot as _ModuleSlot
 from ._resolve import (
     ABSENT,
     OBJECT_INIT,
+    OBJECT_NEW,
     OWN,
     SETATTR,
     SHADOW,
+    bind,
     capture,
     describe,
     is_data_descriptor,
@@ -192,32 +194,64 @@ class _ClassSlot(ClassSlotBase):
     __slots__ = ()
 
     def _chosen(self, instance: object, owner: type | None) -> Any:
-        """The raw value this context sees: its own replacement, else the fallback."""
+        """The raw value this context sees: its own replacement, else the fallback.
+
+        ABSENT when neither exists: the class then reads as it inherits.
+        """
         acts = self.var.get()
-        value = self.fallback
         if acts:
             for act in reversed(acts):
                 if act.open:
-                    value = act._value
-                    break
-        if value is ABSENT:
-            value = self._inherited(instance, owner)
-        return value
+                    return act._value
+        return self.fallback
 
     def _inherited(self, instance: object, owner: type | None) -> object:
+        """The raw value from the classes after ours in the reader's MRO; ABSENT if none."""
         cls = self.cls_ref()
         mro = (owner if owner is not None else type(instance)).__mro__
         start = mro.index(cls) + 1 if cls in mro else 0
         for klass in mro[start:]:
             d = klass.__dict__
             if self.name in d:
-                return d[self.name]
-        for klass in type.__getattribute__(type(cls), "__mro__"):
-            if self.name in klass.__dict__:
-                return klass.__dict__[self.name]
+                value = d[self.name]
+                if value is OBJECT_NEW and self.name == "__new__":
+                    # Looked up through the class, object.__new__ rejects the
+                    # arguments it ignores when it is the class's own slot.
+                    return OBJECT_NEW_STANDIN
+                return value
+        return ABSENT
+
+    def _inherited_get(self, instance: object, owner: type | None) -> Any:
+        """What reading gives with no value of ours: the inherited one, bound.
+
+        Reads through the class also see the metaclass's attribute, as
+        without the slot; reads through an instance do not.
+        """
+        value = self._inherited(instance, owner)
+        if value is not ABSENT:
+            return bind(value, instance, owner)
+        if instance is None and owner is not None:
+            meta = type(owner)
+            value = lookup_mro(meta, self.name)
+            if value is not ABSENT:
+                return bind(value, owner, meta)
+            raise AttributeError(
+                f"type object {owner.__qualname__!r} has no attribute {self.name!r}"
+            )
         raise AttributeError(
-            f"type object {getattr(cls, '__qualname__', '?')!r} has no attribute {self.name!r}"
+            f"{type(instance).__qualname__!r} object has no attribute {self.name!r}"
         )
+
+    def _raw(self, instance: object) -> Any:
+        """The raw value an instance's assignment or deletion goes through."""
+        value = self._chosen(instance, type(instance))
+        if value is ABSENT:
+            value = self._inherited(instance, type(instance))
+        if value is ABSENT:
+            raise AttributeError(
+                f"{type(instance).__qualname__!r} object has no attribute {self.name!r}"
+            )
+        return value
 
 
 class _DataClassSlot(_ClassSlot):
@@ -233,27 +267,28 @@ class _DataClassSlot(_ClassSlot):
 
     def __get__(self, instance: object, owner: type | None = None) -> Any:
         value = self._chosen(instance, owner)
+        if value is ABSENT:
+            value = self._inherited(instance, owner)
+            if value is ABSENT:
+                return self._inherited_get(instance, owner)
         if instance is not None and not is_data_descriptor(value):
             own = getattr(instance, "__dict__", None)
             if own is not None and self.name in own:
                 return own[self.name]
-        get = getattr(type(value), "__get__", None)
-        if get is None:
-            return value
-        return get(value, instance, owner)
+        return bind(value, instance, owner)
 
     def __set__(self, instance: object, new: object) -> None:
-        value = self._chosen(instance, type(instance))
-        setter = getattr(type(value), "__set__", None)
-        if setter is not None:
+        value = self._raw(instance)
+        setter: Any = lookup_mro(type(value), "__set__")
+        if setter is not ABSENT:
             setter(value, instance, new)
         else:
             _instance_dict(instance, self.name)[self.name] = new
 
     def __delete__(self, instance: object) -> None:
-        value = self._chosen(instance, type(instance))
-        deleter = getattr(type(value), "__delete__", None)
-        if deleter is not None:
+        value = self._raw(instance)
+        deleter: Any = lookup_mro(type(value), "__delete__")
+        if deleter is not ABSENT:
             deleter(value, instance)
             return
         own = _instance_dict(instance, self.name)
@@ -451,12 +486,13 @@ def _delete_new(cls: type) -> None:
     """Delete a class's ``__new__`` so that it constructs exactly as before it had one.
 
     CPython cannot take a ``__new__`` away again by itself (see _cpython):
-    where the class then inherits ``object.__new__``, its tp_new slot is set
-    first, so no construction in another thread meets the slot in between;
-    where that is not possible, a repair follows, or else a stand-in that
-    behaves exactly like ``object.__new__`` keeps the class working.
+    where the class then inherits a builtin's ``__new__`` (``object``'s,
+    ``dict``'s, ...), its tp_new slot is set first, so no construction in
+    another thread meets the generic slot in between; where that is not
+    possible, a repair follows, or else a stand-in that behaves exactly like
+    ``object.__new__`` keeps the class working.
     """
-    preset = preset_object_new(cls)
+    preset = preset_new(cls)
     delattr(cls, "__new__")
     if not preset and inherits_object_new(cls) and not repair_new(cls):
         setattr(cls, "__new__", OBJECT_NEW_STANDIN)  # noqa: B010 (mypy: no assigning methods)
@@ -726,16 +762,35 @@ def _after_exit(act: Activation, conflict: object, error: BaseException | None) 
         ) from error
 
 
+def _acquire_to_end(lock: Any) -> BaseException | None:
+    """Take *lock* to end an activation, whatever a signal handler raises meanwhile.
+
+    An exception raised while waiting (Ctrl-C) must not stop the exit half
+    way, leaving the redirect installed: it is returned, to raise once the
+    activation has ended.
+    """
+    pending: BaseException | None = None
+    while True:
+        try:
+            lock.acquire()
+        except BaseException as exc:
+            pending = exc
+        else:
+            return pending
+
+
 def _exit_activation(act: Activation) -> None:
     """End *act*; idempotent. Warns on conflicts, raises RestoreError after cleanup."""
     lock = _lock
-    lock.acquire()
+    pending = _acquire_to_end(lock)
     try:
         if not act.open:
             return
         conflict, error = _exit_locked(act)
     finally:
         lock.release()
+        if pending is not None:
+            raise pending
     _after_exit(act, conflict, error)
 
 
@@ -900,7 +955,7 @@ def _exit_with(redirect: Any, *exc_info: object) -> None:
     handles = redirect._handles
     frame = _getframe(1)
     lock = _lock
-    lock.acquire()
+    pending = _acquire_to_end(lock)
     try:
         if len(handles) == 1 and handles[0]._frame is frame and not handles[0]._pushed:
             act = handles.pop()
@@ -912,6 +967,8 @@ def _exit_with(redirect: Any, *exc_info: object) -> None:
         conflict, error = _exit_locked(act)
     finally:
         lock.release()
+        if pending is not None:
+            raise pending
     if conflict is not _NO_CONFLICT or error is not None or act._slot is not None:
         _after_exit(act, conflict, error)
 

@@ -139,9 +139,15 @@ def lookup_mro(tp: type, name: str) -> object:
 
 
 def is_data_descriptor(value: object) -> bool:
-    """True if *value*'s type defines ``__set__`` or ``__delete__``."""
+    """True if the type of *value* (not its metaclass) defines ``__set__`` or ``__delete__``."""
     tp = type(value)
-    return hasattr(tp, "__set__") or hasattr(tp, "__delete__")
+    return lookup_mro(tp, "__set__") is not ABSENT or lookup_mro(tp, "__delete__") is not ABSENT
+
+
+def bind(value: object, instance: object, owner: type | None) -> Any:
+    """What attribute lookup gives for *value* found raw in a class's ``__dict__``."""
+    get: Any = lookup_mro(type(value), "__get__")
+    return value if get is ABSENT else get(value, instance, owner)
 
 
 def capture(target: object, name: str, create: bool) -> tuple[int, object]:

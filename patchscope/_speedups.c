@@ -78,8 +78,11 @@ typedef struct {
 
 static PyTypeObject LockType;
 
+/* Take the lock. *interruptible*: signal handlers run while waiting, and
+ * one that raises gives up the wait (entering); otherwise they run after
+ * (ending an activation must not stop half way). */
 static int
-rlock_enter(LockObject *self)
+rlock_enter(LockObject *self, int interruptible)
 {
     unsigned long me = PyThread_get_thread_ident();
     if (self->count > 0 && self->owner == me) {
@@ -91,7 +94,7 @@ rlock_enter(LockObject *self)
         PyLockStatus status;
         do {
             Py_BEGIN_ALLOW_THREADS
-            status = PyThread_acquire_lock_timed(self->lock, -1, 1);
+            status = PyThread_acquire_lock_timed(self->lock, -1, interruptible);
             Py_END_ALLOW_THREADS
             if (status == PY_LOCK_INTR && Py_MakePendingCalls() < 0)
                 return -1;
@@ -153,7 +156,7 @@ rlock_dealloc(LockObject *self)
 static PyObject *
 rlock_acquire(LockObject *self, PyObject *unused)
 {
-    if (rlock_enter(self) < 0)
+    if (rlock_enter(self, 1) < 0)
         return NULL;
     Py_RETURN_TRUE;
 }
@@ -698,12 +701,11 @@ cslot_get(ClassSlotObject *self, PyObject *instance, PyObject *owner)
         Py_INCREF(value);
     }
     if (value == g_absent) {
+        /* What the class inherits (or its metaclass has), already bound. */
         Py_DECREF(value);
-        value = PyObject_CallMethodObjArgs((PyObject *)self, s_inherited,
-                                           instance ? instance : Py_None,
-                                           owner ? owner : Py_None, NULL);
-        if (value == NULL)
-            return NULL;
+        return PyObject_CallMethodObjArgs((PyObject *)self, s_inherited,
+                                          instance ? instance : Py_None,
+                                          owner ? owner : Py_None, NULL);
     }
     descrgetfunc get = Py_TYPE(value)->tp_descr_get;
     if (get == NULL)
@@ -856,7 +858,7 @@ redirect_dealloc(RedirectObject *self)
  * time): the RLock above, or any object with acquire() and release().
  * Returns a new reference to the lock taken, for lock_release. */
 static PyObject *
-lock_acquire(void)
+lock_acquire(int interruptible)
 {
     PyObject *lock = PyDict_GetItemWithError(g_registry, s_lock);
     if (lock == NULL) {
@@ -866,7 +868,7 @@ lock_acquire(void)
     }
     Py_INCREF(lock);
     if (Py_IS_TYPE(lock, &LockType)) {
-        if (rlock_enter((LockObject *)lock) == 0)
+        if (rlock_enter((LockObject *)lock, interruptible) == 0)
             return lock;
     }
     else {
@@ -926,6 +928,7 @@ call4(PyObject *func, PyObject *a, PyObject *b, PyObject *c, PyObject *d)
 }
 
 static int delete_new(PyTypeObject *cls);
+static PyObject *subclasses_of(PyTypeObject *type);
 static int enter_first_with(RedirectObject *r, PyObject *target, ActObject *act,
                             EntryObject *entry);
 
@@ -1167,7 +1170,7 @@ enter_activation(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         if (key == NULL)
             return NULL;
     }
-    PyObject *lock = lock_acquire();
+    PyObject *lock = lock_acquire(1);
     if (lock == NULL) {
         Py_DECREF(key);
         return NULL;
@@ -1268,7 +1271,7 @@ redirect_c_activate(RedirectObject *r, PyObject *const *args, Py_ssize_t nargs)
         if (prepare(r, act) < 0)
             goto fail;
     }
-    PyObject *lock = lock_acquire();
+    PyObject *lock = lock_acquire(1);
     if (lock == NULL)
         goto fail;
     int failed = enter_locked(r, r->target, r->key, act) < 0;
@@ -1278,7 +1281,7 @@ redirect_c_activate(RedirectObject *r, PyObject *const *args, Py_ssize_t nargs)
         /* Registered but not visible (out of memory): end it again. */
         PyObject *type, *value, *tb;
         PyErr_Fetch(&type, &value, &tb);
-        lock = lock_acquire();
+        lock = lock_acquire(0);
         if (lock != NULL)
             Py_XDECREF(end_locked(act, lock));
         PyErr_Clear();
@@ -1341,7 +1344,7 @@ redirect_c_enter(RedirectObject *r, PyObject *unused)
             goto fail;
     }
     PyObject *target = r->target;
-    PyObject *lock = lock_acquire();
+    PyObject *lock = lock_acquire(1);
     if (lock == NULL)
         goto fail;
     if (enter_locked(r, target, r->key, act) < 0)
@@ -1615,7 +1618,7 @@ redirect_c_exit(RedirectObject *r, PyObject *const *args, Py_ssize_t nargs)
     PyFrameObject *frame = PyEval_GetFrame();
     if (frame == NULL || !PyList_Check(r->handles))
         return PyObject_Vectorcall(g_py_exit, (PyObject *[]){(PyObject *)r}, 1, NULL);
-    PyObject *lock = lock_acquire();
+    PyObject *lock = lock_acquire(0); /* ending: not interruptible */
     if (lock == NULL)
         return NULL;
     PyObject *handles = r->handles;
@@ -1662,7 +1665,7 @@ exit_activation(PyObject *module, PyObject *act)
         PyErr_SetString(PyExc_TypeError, "exit_activation(activation)");
         return NULL;
     }
-    PyObject *lock = lock_acquire();
+    PyObject *lock = lock_acquire(0); /* ending: not interruptible */
     if (lock == NULL)
         return NULL;
     return end_locked((ActObject *)act, lock);
@@ -1963,7 +1966,7 @@ repair_one(PyTypeObject *type)
         type->tp_new = PyBaseObject_Type.tp_new;
         PyType_Modified(type);
     }
-    PyObject *subclasses = PyObject_CallMethod((PyObject *)type, "__subclasses__", NULL);
+    PyObject *subclasses = subclasses_of(type);
     if (subclasses == NULL)
         return -1;
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(subclasses); i++) {
@@ -1976,13 +1979,17 @@ repair_one(PyTypeObject *type)
     return 0;
 }
 
-/* The raw __new__ that *type* gets from the classes after it in its MRO
+/* The raw __new__ that *type* gets from the classes after *after* in its MRO
  * (borrowed; NULL with an error set, or without one if none has one). */
 static PyObject *
-new_after(PyTypeObject *type)
+new_after_class(PyTypeObject *type, PyTypeObject *after)
 {
     PyObject *mro = type->tp_mro;
-    for (Py_ssize_t i = 1; mro != NULL && i < PyTuple_GET_SIZE(mro); i++) {
+    Py_ssize_t i = 0;
+    while (mro != NULL && i < PyTuple_GET_SIZE(mro) &&
+           PyTuple_GET_ITEM(mro, i) != (PyObject *)after)
+        i++;
+    for (i++; mro != NULL && i < PyTuple_GET_SIZE(mro); i++) {
         PyTypeObject *klass = (PyTypeObject *)PyTuple_GET_ITEM(mro, i);
         if (klass == &PyBaseObject_Type)
             return g_object_new;
@@ -1999,27 +2006,77 @@ new_after(PyTypeObject *type)
     return NULL;
 }
 
-/* Before `del cls.__new__` (*removed*), when cls then inherits object.__new__:
- * give cls and the subclasses that get their __new__ from it object's tp_new
- * now. The delete keeps a tp_new that is already object's (update_one_slot in
+/* The raw __new__ that *type* inherits (see new_after_class). */
+static PyObject *
+new_after(PyTypeObject *type)
+{
+    return new_after_class(type, type);
+}
+
+/* type.__subclasses__(type), whatever a metaclass calls __subclasses__:
+ * a new list of classes. */
+static PyObject *
+subclasses_of(PyTypeObject *type)
+{
+    static PyObject *method; /* type.__dict__["__subclasses__"] */
+    if (method == NULL) {
+        method = PyObject_GetAttrString((PyObject *)&PyType_Type, "__subclasses__");
+        if (method == NULL)
+            return NULL;
+    }
+    PyObject *list = PyObject_CallOneArg(method, (PyObject *)type);
+    if (list != NULL && !PyList_Check(list)) {
+        Py_DECREF(list);
+        PyErr_SetString(PyExc_TypeError, "type.__subclasses__() did not return a list");
+        return NULL;
+    }
+    return list;
+}
+
+/* The tp_new a class gets by inheriting the raw __new__ *inherited*, when
+ * that is a builtin type's own (object's, dict's, ...: they all wrap their
+ * type's tp_new the same way); NULL otherwise. */
+static newfunc
+builtin_tp_new(PyObject *inherited)
+{
+    if (inherited == NULL || !PyCFunction_Check(inherited) ||
+        PyCFunction_GET_FUNCTION(inherited) != PyCFunction_GET_FUNCTION(g_object_new))
+        return NULL;
+    PyObject *owner = PyCFunction_GET_SELF(inherited);
+    return owner != NULL && PyType_Check(owner) ? ((PyTypeObject *)owner)->tp_new : NULL;
+}
+
+/* Before `del root.__new__` (*removed*): give *type* (root or a subclass
+ * that gets its __new__ from root) the tp_new of the builtin __new__ it
+ * inherits once root's is gone, and the same for its subclasses. The delete
+ * keeps a tp_new that is already right (update_one_slot in
  * Objects/typeobject.c), so no construction, in any thread, ever meets the
- * generic "look __new__ up" slot that rejects arguments after the delete. */
+ * generic "look __new__ up" slot in between, and the classes end with the
+ * slot they had before the redirect. */
 static int
-preset_one(PyTypeObject *type, PyObject *removed)
+preset_one(PyTypeObject *type, PyObject *removed, PyTypeObject *root, newfunc tp_new)
 {
     if (!PyType_HasFeature(type, Py_TPFLAGS_HEAPTYPE) ||
         PyType_HasFeature(type, Py_TPFLAGS_IMMUTABLETYPE))
         return 0;
-    if (type->tp_new != PyBaseObject_Type.tp_new) {
-        type->tp_new = PyBaseObject_Type.tp_new;
+    if (type->tp_new != tp_new) {
+        type->tp_new = tp_new;
         PyType_Modified(type);
     }
-    PyObject *subclasses = PyObject_CallMethod((PyObject *)type, "__subclasses__", NULL);
+    PyObject *subclasses = subclasses_of(type);
     if (subclasses == NULL)
         return -1;
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(subclasses); i++) {
         PyTypeObject *sub = (PyTypeObject *)PyList_GET_ITEM(subclasses, i);
-        if (_PyType_Lookup(sub, s_new) == removed && preset_one(sub, removed) < 0) {
+        if (_PyType_Lookup(sub, s_new) != removed)
+            continue;
+        PyObject *then = new_after_class(sub, root);
+        if (then == NULL && PyErr_Occurred()) {
+            Py_DECREF(subclasses);
+            return -1;
+        }
+        newfunc sub_new = builtin_tp_new(then);
+        if (sub_new != NULL && preset_one(sub, removed, root, sub_new) < 0) {
             Py_DECREF(subclasses);
             return -1;
         }
@@ -2028,44 +2085,44 @@ preset_one(PyTypeObject *type, PyObject *removed)
     return 0;
 }
 
-/* Delete cls.__new__ (a redirect's dispatcher) so that cls constructs
- * exactly as before it had one. */
+/* preset_one for cls, if it applies: 1 done, 0 not applicable, -1 error. */
 static int
-delete_new(PyTypeObject *cls)
+preset(PyTypeObject *cls)
 {
     PyObject *removed = _PyType_Lookup(cls, s_new);
     PyObject *inherited = new_after(cls);
     if (inherited == NULL && PyErr_Occurred())
         return -1;
-    if (removed != NULL && inherited == g_object_new) {
-        Py_INCREF(removed);
-        int failed = preset_one(cls, removed) < 0;
-        Py_DECREF(removed);
-        if (failed)
-            return -1;
-    }
+    newfunc tp_new = builtin_tp_new(inherited);
+    if (removed == NULL || tp_new == NULL)
+        return 0;
+    Py_INCREF(removed);
+    int failed = preset_one(cls, removed, cls, tp_new) < 0;
+    Py_DECREF(removed);
+    return failed ? -1 : 1;
+}
+
+/* Delete cls.__new__ (a redirect's dispatcher) so that cls constructs
+ * exactly as before it had one. */
+static int
+delete_new(PyTypeObject *cls)
+{
+    if (preset(cls) < 0)
+        return -1;
     return PyObject_DelAttr((PyObject *)cls, s_new);
 }
 
 static PyObject *
-preset_object_new(PyObject *module, PyObject *cls)
+preset_new(PyObject *module, PyObject *cls)
 {
     if (!PyType_Check(cls)) {
-        PyErr_SetString(PyExc_TypeError, "preset_object_new() takes a class");
+        PyErr_SetString(PyExc_TypeError, "preset_new() takes a class");
         return NULL;
     }
-    PyObject *removed = _PyType_Lookup((PyTypeObject *)cls, s_new);
-    PyObject *inherited = new_after((PyTypeObject *)cls);
-    if (inherited == NULL && PyErr_Occurred())
+    int done = preset((PyTypeObject *)cls);
+    if (done < 0)
         return NULL;
-    if (removed == NULL || inherited != g_object_new)
-        Py_RETURN_FALSE;
-    Py_INCREF(removed);
-    int failed = preset_one((PyTypeObject *)cls, removed) < 0;
-    Py_DECREF(removed);
-    if (failed)
-        return NULL;
-    Py_RETURN_TRUE;
+    return PyBool_FromLong(done);
 }
 
 static PyObject *
@@ -2128,8 +2185,8 @@ static PyMethodDef module_methods[] = {
     {"enter_activation", (PyCFunction)(void (*)(void))enter_activation, METH_FASTCALL,
      "Register an activation and make it visible (see _registry)."},
     {"exit_activation", exit_activation, METH_O, "End an activation; idempotent."},
-    {"preset_object_new", preset_object_new, METH_O,
-     "Before del cls.__new__: object's tp_new for cls and the subclasses following it."},
+    {"preset_new", preset_new, METH_O,
+     "Before del cls.__new__: the inherited builtin tp_new for cls and its followers."},
     {"repair_new", repair_new, METH_O,
      "Give cls (and subclasses following it) object's tp_new back; True."},
     {NULL},
@@ -2154,7 +2211,7 @@ PyInit__speedups(void)
     if (!s_lock || !s_class || !s_open || !s_value || !s_new || !s_prepare || !s_var ||
         !empty_tuple)
         return NULL;
-    s_inherited = PyUnicode_InternFromString("_inherited");
+    s_inherited = PyUnicode_InternFromString("_inherited_get");
     s_qualname = PyUnicode_InternFromString("__qualname__");
     if (s_inherited == NULL || s_qualname == NULL)
         return NULL;

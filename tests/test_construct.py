@@ -334,3 +334,45 @@ def test_dispatcher_called_after_its_class_died_raises() -> None:
     gc.collect()
     with pytest.raises(TypeError):
         new(None)
+
+
+@pytest.mark.parametrize("base", [dict, set, int, tuple, str], ids=lambda b: b.__name__)
+def test_subclass_with_a_builtin_base_constructs_as_before_afterwards(base: type) -> None:
+    """class S(T, builtin): once T's redirect ends, S builds through the builtin's __new__ again."""
+
+    class T:
+        pass
+
+    class S(T, base):  # type: ignore[misc, valid-type]
+        pass
+
+    class G(S):
+        pass
+
+    args = {dict: ({"a": 1},), set: ([1],), int: (5,), tuple: ([1, 2],), str: ("x",)}[base]
+    expected = base(*args)
+    with redirect_construction(T, dict):
+        assert T() == {}
+    for cls in (S, G):
+        built = cls(*args)
+        assert type(built) is cls and built == expected
+    assert "__new__" not in vars(T) and type(T()) is T
+
+
+def test_metaclass_defining_subclasses_is_harmless() -> None:
+    """A metaclass whose __subclasses__ returns a tuple does not upset the restore."""
+
+    class Meta(type):
+        def __subclasses__(cls) -> tuple[type, ...]:  # type: ignore[override]
+            return tuple(type.__subclasses__(cls))
+
+    class T(metaclass=Meta):
+        def __init__(self, x: int = 0) -> None:
+            self.x = x
+
+    class S(T):
+        pass
+
+    with redirect_construction(T, dict):
+        assert T() == {}
+    assert T(1).x == 1 and S(2).x == 2 and type(S()) is S

@@ -425,3 +425,51 @@ def test_deletion_during_redirect_is_reported() -> None:
     with pytest.warns(patchscope.RedirectConflictWarning, match="deleted"):
         handle.stop()
     assert m.value is original
+
+
+def _read_in_thread(read: Any) -> object:
+    """What *read()* gives, or the exception it raises, in a fresh thread."""
+    out: list[object] = []
+
+    def run() -> None:
+        try:
+            out.append(read())
+        except Exception as exc:
+            out.append(exc)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join(60)
+    assert not thread.is_alive()
+    return out[0]
+
+
+def test_other_threads_still_see_the_metaclass_attribute() -> None:
+    """A context redirect of a name the metaclass provides leaves it to other threads as before."""
+
+    class Meta(type):
+        def create(cls) -> object:
+            return cls()
+
+    class Cls(metaclass=Meta):
+        pass
+
+    with redirect_attr(Cls, "create", classmethod(lambda cls: "fake"), scope="context"):
+        assert Cls.create() == "fake"
+        assert type(_read_in_thread(lambda: Cls.create())) is Cls
+        assert _read_in_thread(lambda: hasattr(Cls(), "create")) is False
+    assert type(Cls.create()) is Cls and not hasattr(Cls(), "create")
+
+
+def test_context_redirect_of_new_leaves_other_threads_constructing_with_arguments() -> None:
+    """redirect_attr(cls, "__new__", scope="context"): other threads still build cls(1)."""
+
+    class Cls:
+        def __init__(self, x: int) -> None:
+            self.x = x
+
+    with redirect_attr(Cls, "__new__", staticmethod(lambda cls, *a: "R"), scope="context"):
+        assert Cls(1) == "R"
+        built = _read_in_thread(lambda: Cls(1))
+        assert type(built) is Cls and built.x == 1  # type: ignore[attr-defined]
+    assert Cls(2).x == 2
