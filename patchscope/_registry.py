@@ -935,11 +935,8 @@ def _enter_with(redirect: Any) -> Any:
             handles.append(act)
     finally:
         lock.release()
-    slot = act._slot
-    if slot is not None:
-        var = slot.var
-        acts = var.get()
-        var.set((*[a for a in acts if a.open], act) if acts else (act,))
+    if act._slot is not None:
+        _push_context(act)
     if act._pushed:
         _push_with(handles, act)
     return redirect._replacement
