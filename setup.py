@@ -6,11 +6,19 @@ same code in pure Python (see patchscope/_records.py).
 """
 
 import platform
+import sys
+import sysconfig
 
 from setuptools import Extension, setup
 
 ext_modules = []
-if platform.python_implementation() == "CPython":
+# CPython 3.10-3.13 with the GIL: the versions the C code is written and
+# tested for (it uses a few CPython-internal calls that may change).
+if (
+    platform.python_implementation() == "CPython"
+    and sys.version_info < (3, 14)
+    and not sysconfig.get_config_var("Py_GIL_DISABLED")
+):
     ext_modules.append(
         Extension("patchscope._speedups", ["patchscope/_speedups.c"], optional=True)
     )

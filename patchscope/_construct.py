@@ -20,6 +20,7 @@ import weakref
 from typing import Any
 
 from . import _registry
+from ._cpython import IMMUTABLE
 from ._errors import TargetNotWritableError
 from ._records import speedups
 from ._redirect import Redirect, check_scope
@@ -31,7 +32,6 @@ from ._resolve import OBJECT_NEW, OWN, describe
 _REBUILDERS = frozenset(
     {copyreg.__newobj__.__code__, copyreg.__newobj_ex__.__code__}  # type: ignore[attr-defined]
 )
-_IMMUTABLE = 1 << 8  # Py_TPFLAGS_IMMUTABLETYPE
 
 _NewDispatcher: Any = speedups.NewDispatcher if speedups is not None else None
 
@@ -251,7 +251,7 @@ def redirect_construction(
             f"redirect_construction() needs a class, got {type(cls).__name__} {cls!r}; "
             "use redirect_attr() for other callables"
         )
-    if cls.__flags__ & _IMMUTABLE:
+    if cls.__flags__ & IMMUTABLE:
         raise TargetNotWritableError(
             f"cannot intercept construction of {describe(cls)}: it is an immutable "
             "builtin or extension type whose __new__ cannot be replaced; redirect the "

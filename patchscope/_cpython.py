@@ -26,13 +26,17 @@ from typing import Any
 from ._records import speedups
 from ._resolve import ABSENT, OBJECT_NEW, lookup_mro
 
+#: Py_TPFLAGS_IMMUTABLETYPE: builtin and extension types whose slots stay as they are.
+IMMUTABLE = 1 << 8
+
 _c_repair_new: Any = speedups.repair_new if speedups is not None else None
 _c_preset_new: Any = speedups.preset_new if speedups is not None else None
 
 _PY_TP_NEW = 65  # Py_tp_new in Include/typeslots.h
 # (view of a type object's words, object's tp_new, its word index,
 # PyType_Modified), found at the first repair; None where not possible.
-_probe: tuple[Any, int, int, Any] | bool | None = False  # False: not computed yet
+_probe: tuple[Any, int, int, Any] | None = None
+_probed = False
 
 
 def _locate() -> tuple[Any, int, int, Any] | None:
@@ -63,11 +67,9 @@ def inherits_object_new(cls: type) -> bool:
 
 
 def _slot_writer() -> tuple[Any, int, int, Any] | None:
-    global _probe
-    if _probe is False:
-        _probe = _locate()
-    if _probe is None or _probe is True:
-        return None
+    global _probe, _probed
+    if not _probed:
+        _probe, _probed = _locate(), True
     return _probe
 
 
@@ -109,7 +111,7 @@ def preset_new(cls: type) -> bool:
     pending = [(cls, owner)]
     while pending:
         klass, owner = pending.pop()
-        if klass.__flags__ & (1 << 8):  # immutable
+        if klass.__flags__ & IMMUTABLE:
             continue
         tp_new = view.from_address(id(owner))[index]
         words = view.from_address(id(klass))
@@ -147,7 +149,7 @@ def repair_new(cls: type) -> bool:
     subclasses: list[type] = type.__subclasses__(cls)
     while subclasses:
         klass = subclasses.pop()
-        if klass.__flags__ & (1 << 8) or not inherits_object_new(klass):  # immutable
+        if klass.__flags__ & IMMUTABLE or not inherits_object_new(klass):
             continue
         words = view.from_address(id(klass))
         if words[index] != object_new:

@@ -122,9 +122,17 @@ class Redirect(RedirectBase):
         raise NotImplementedError
 
     def __reduce__(self) -> tuple[Any, ...]:
-        # Copies and pickles are new redirects made from the same arguments:
-        # live with-handles and recycled registry entries stay with this one.
+        # Pickles are new redirects made from the same arguments: live
+        # with-handles and recycled registry entries stay with this one.
         return (type(self), self._args())
+
+    def __copy__(self) -> Redirect:
+        # A Redirect is immutable: a copy is a new one with the same target
+        # and replacement (not copies of them), and no live handles.
+        return type(self)(*self._args())
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Redirect:
+        return self.__copy__()
 
     def start(self, *, stacklevel: int = 1) -> Activation | ActivationGroup:
         """Activate now and return the handle; call ``handle.stop()`` to end it.

@@ -665,7 +665,7 @@ def _exit_locked(act: Activation) -> tuple[object, BaseException | None]:
             expected = _NO_CONFLICT  # a class slot: the general path below
         if expected is not _NO_CONFLICT:
             stack.pop()
-            del _entries[(id(target), name)]
+            del _entries[entry.key]
             current = target.__dict__.get(name, ABSENT)
             if current is not expected:
                 # Someone else rebound the name while we held it.
@@ -715,23 +715,30 @@ def _exit_locked(act: Activation) -> tuple[object, BaseException | None]:
     except Exception as exc:
         error = exc
     if not stack:
-        del _entries[(id(target), name)]
+        del _entries[entry.key]
         redirect = act._redirect
         if redirect._plain and error is None:
             redirect._spare = entry
     return conflict, error
 
 
+#: The modules whose frames lie between a user's ``with`` or ``stop()`` and a warning.
+_CORE_MODULES = frozenset(
+    f"patchscope.{name}" for name in ("_registry", "_redirect", "_construct", "_decorate")
+)
+
+
 def _caller_level() -> int:
     """The ``stacklevel`` that points a warning from the caller at the user's code.
 
-    The first frame outside patchscope: the ``with`` statement or ``stop()``
-    call that ended the activation, however many of patchscope's own frames
-    (none, where the C accelerator ran) lie between.
+    The first frame outside the core: the ``with`` statement or ``stop()``
+    call that ended the activation, however many core frames (none, where
+    the C accelerator ran) lie between. The test fixture's teardown counts
+    as the user.
     """
     level = 2
     frame: types.FrameType | None = _getframe(2)
-    while frame is not None and frame.f_globals.get("__name__", "").startswith("patchscope."):
+    while frame is not None and frame.f_globals.get("__name__") in _CORE_MODULES:
         level += 1
         frame = frame.f_back
     return level
@@ -784,14 +791,16 @@ def _exit_activation(act: Activation) -> None:
     lock = _lock
     pending = _acquire_to_end(lock)
     try:
-        if not act.open:
-            return
-        conflict, error = _exit_locked(act)
+        try:
+            if not act.open:
+                return
+            conflict, error = _exit_locked(act)
+        finally:
+            lock.release()
+        _after_exit(act, conflict, error)
     finally:
-        lock.release()
         if pending is not None:
             raise pending
-    _after_exit(act, conflict, error)
 
 
 # ---------------------------------------------------------------------------
@@ -954,20 +963,22 @@ def _exit_with(redirect: Any, *exc_info: object) -> None:
     lock = _lock
     pending = _acquire_to_end(lock)
     try:
-        if len(handles) == 1 and handles[0]._frame is frame and not handles[0]._pushed:
-            act = handles.pop()
-            act._frame = None
-        else:
-            act = _pair_exit(handles, frame)
-        if not act.open:
-            return
-        conflict, error = _exit_locked(act)
+        try:
+            if len(handles) == 1 and handles[0]._frame is frame and not handles[0]._pushed:
+                act = handles.pop()
+                act._frame = None
+            else:
+                act = _pair_exit(handles, frame)
+            if not act.open:
+                return
+            conflict, error = _exit_locked(act)
+        finally:
+            lock.release()
+        if conflict is not _NO_CONFLICT or error is not None or act._slot is not None:
+            _after_exit(act, conflict, error)
     finally:
-        lock.release()
         if pending is not None:
             raise pending
-    if conflict is not _NO_CONFLICT or error is not None or act._slot is not None:
-        _after_exit(act, conflict, error)
 
 
 def generic_enter(redirect: Any, frame: Any) -> Any:
@@ -989,12 +1000,16 @@ def generic_enter(redirect: Any, frame: Any) -> Any:
 def generic_exit(redirect: Any, frame: Any) -> None:
     """``__exit__`` for any Redirect: find this with-block's handle and stop it."""
     lock = _lock
-    lock.acquire()
+    pending = _acquire_to_end(lock)
     try:
-        handle = _pair_exit(redirect._handles, frame)
+        try:
+            handle = _pair_exit(redirect._handles, frame)
+        finally:
+            lock.release()
+        handle.stop()
     finally:
-        lock.release()
-    handle.stop()
+        if pending is not None:
+            raise pending
 
 
 def active() -> tuple[Activation, ...]:

@@ -1,20 +1,28 @@
-/* The registry's records and its `with` fast path, in C.
+/* The registry's records, its fast paths and the reads other threads make, in C.
  *
  * Optional: patchscope/_records.py falls back to the same classes in Python
  * when this extension is not built (or PATCHSCOPE_PURE_PYTHON=1 is set), and
  * the two behave identically; the tests run against both.
  *
  * What is here:
+ *   RLock: the registry lock, taken here without a Python-level call.
  *   ActivationBase, Entry, RedirectBase: the per-activation, per-attribute and
  *       per-redirect records as C structs, so that neither Python code nor the
- *       fast path below pays for attribute dictionaries.
- *   RedirectBase._c_enter/_c_exit: `__enter__`/`__exit__` of single-attribute
- *       redirects for the common cases (the first activation of an attribute,
- *       the last one ending, the with-block paired by its own frame). Every
- *       other case calls the Python implementation in _registry, which remains
- *       the reference; this code only takes the shortcuts it proves apply.
- *   ModuleSlot: the data descriptor of context-scope module redirects, whose
- *       __get__ runs on every read of the attribute from any thread.
+ *       fast paths below pay for attribute dictionaries.
+ *   RedirectBase._c_enter/_c_exit/_c_activate, enter_activation,
+ *       exit_activation: `__enter__`/`__exit__`/`_activate` of
+ *       single-attribute redirects and the registry's entry points, for the
+ *       common cases (the first activation of an attribute, the last one
+ *       ending, a with-block paired by its own frame). Every other case calls
+ *       the Python implementation in _registry, which remains the reference;
+ *       this code only takes the shortcuts it proves apply.
+ *   ModuleSlot, ClassSlotBase: the descriptors of context-scope redirects of
+ *       module and class attributes, whose __get__ runs on every read of the
+ *       attribute from any thread.
+ *   NewDispatcher: the __new__ of redirect_construction, for the calls that
+ *       no activation applies to (other threads, say).
+ *   preset_new, repair_new: the tp_new slot around deleting a class's
+ *       __new__ (see _cpython.py).
  *
  * All registry state is read and changed under the registry's lock, exactly
  * as the Python code does.

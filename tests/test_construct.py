@@ -273,11 +273,15 @@ class _Meta(type):
 
 
 class _PlainTakesArg:
+    """Inherits object.__new__ and takes an argument: the registry's fast path."""
+
     def __init__(self, a: int) -> None:
         self.a = a
 
 
 class _MetaTakesArg(metaclass=_Meta):
+    """The same with a metaclass: the registry's general path."""
+
     def __init__(self, a: int) -> None:
         self.a = a
 
@@ -297,9 +301,12 @@ def test_other_threads_never_see_a_half_removed_new(cls: type) -> None:
         started.set()
         while not done.is_set():
             try:
-                assert cls(1).a == 1
-            except TypeError as exc:  # "object.__new__() takes exactly one argument"
-                errors.append(str(exc))
+                obj = cls(1)
+            except Exception as exc:  # e.g. "object.__new__() takes exactly one argument"
+                errors.append(repr(exc))
+            else:
+                if type(obj) is not cls or obj.a != 1:
+                    errors.append(f"built {obj!r}")
             built += 1
 
     interval = sys.getswitchinterval()
@@ -324,16 +331,24 @@ def test_other_threads_never_see_a_half_removed_new(cls: type) -> None:
 def test_dispatcher_called_after_its_class_died_raises() -> None:
     """A dispatcher kept past its class's death raises TypeError instead of crashing."""
     import gc
+    import weakref
 
     class Short:
         pass
 
+    class Other:
+        pass
+
     with redirect_construction(Short, dict):
         new = Short.__dict__["__new__"].__func__
+    ref = weakref.ref(Short)
     del Short
     gc.collect()
-    with pytest.raises(TypeError):
+    assert ref() is None
+    with pytest.raises(TypeError, match="is not a type object"):
         new(None)
+    with pytest.raises(TypeError):  # super(dead class, Other) cannot be formed
+        new(Other)
 
 
 @pytest.mark.parametrize("base", [dict, set, int, tuple, str], ids=lambda b: b.__name__)

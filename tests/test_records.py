@@ -18,6 +18,7 @@ import sys
 import threading
 import types
 import warnings
+from typing import Any
 
 import pytest
 
@@ -34,9 +35,10 @@ def test_accelerator_in_use_unless_pure_python_is_asked_for() -> None:
     assert _records.ACCELERATED is (built and not pure)
     assert (_records.speedups is not None) is _records.ACCELERATED
     if _records.ACCELERATED:
-        assert type(_registry._entries) is dict
+        assert _registry.enter_with is _records.speedups.RedirectBase._c_enter
         assert _records.RedirectBase.__module__ == "patchscope._speedups"
     else:
+        assert _registry.enter_with is _registry._enter_with
         assert _records.RedirectBase is _records._PyRedirectBase
 
 
@@ -58,8 +60,47 @@ class _Built:
     """A class whose constructions are redirected."""
 
 
+class _BuiltDict(_Built, dict):  # type: ignore[type-arg]
+    """A subclass that inherits a builtin __new__ after _Built's."""
+
+
+class _DictBuilt(dict):  # type: ignore[type-arg]
+    """A redirected class whose own constructions go through dict.__new__."""
+
+
 class _Replacement:
     """What the constructions build instead."""
+
+
+class _Attr:
+    """The value of _WithMethod.attr: an object only these tests refer to."""
+
+
+class _WithMethod:
+    """A class whose method and attribute are redirected in context scope."""
+
+    attr = _Attr()
+
+    def method(self) -> str:
+        return "method"
+
+
+def _in_other_thread(work: Any) -> None:
+    """Run *work* in a fresh thread (no activation of its own); re-raise what it raised."""
+    failures: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            work()
+        except BaseException as exc:
+            failures.append(exc)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join(60)
+    assert not thread.is_alive()
+    if failures:
+        raise failures[0]
 
 
 def _live(kind: type) -> int:
@@ -73,7 +114,27 @@ def _every_path(mod: types.ModuleType, replacement: object) -> None:
     context = patchscope.redirect_attr(mod, "value", replacement, scope="context")
     other = patchscope.redirect_attr(mod, "other", replacement, scope="context")
     construction = patchscope.redirect_construction(_Built, _Replacement)
+    dict_construction = patchscope.redirect_construction(_DictBuilt, _Replacement)
+    everywhere = patchscope.redirect_construction(_Built, _Replacement, scope="process")
+    method = patchscope.redirect_attr(_WithMethod, "method", lambda self: "r", scope="context")
+    attr = patchscope.redirect_attr(_WithMethod, "attr", replacement, scope="context")
     by_path = patchscope.redirect_attr(f"{__name__}._TARGET", "value", replacement)
+
+    def other_thread_reads() -> None:  # the C paths that serve other threads
+        assert mod.value == "orig" and _WithMethod().method() == "method"
+        assert type(_WithMethod.attr) is _Attr and type(_Built()) is _Built
+        assert _BuiltDict(a=1) == {"a": 1} and _DictBuilt(b=2) == {"b": 2}
+
+    with context, method, attr, construction, dict_construction:
+        _in_other_thread(other_thread_reads)
+    with everywhere:
+        assert isinstance(_Built(), _Replacement) and type(_BuiltDict()) is _BuiltDict
+
+    @process
+    def decorated() -> object:
+        return mod.value
+
+    assert decorated() is replacement
     with process:
         with process:  # nested: the general path
             pass
@@ -107,31 +168,38 @@ def test_no_path_leaks_activations_entries_or_values() -> None:
     mod.value = "orig"
     mod.other = "other"
     replacement = object()
+    # Everything the paths hand around: a reference kept or dropped once per
+    # round shows as a count that moves.
+    watched = [
+        replacement,
+        mod,
+        _Built,
+        _BuiltDict,
+        _DictBuilt,
+        _Replacement,
+        vars(_WithMethod)["method"],
+        vars(_WithMethod)["attr"],
+        dict.__new__,
+        object.__new__,
+    ]
     _every_path(mod, replacement)  # caches: dispatchers, slots, private subclasses
-    before = (
-        _live(_registry.Activation),
-        _live(_records.Entry),
-        sys.getrefcount(replacement),
-        sys.getrefcount(mod),
-        sys.getrefcount(_Built),
-    )
+
+    def counts() -> list[int]:
+        live = [_live(_registry.Activation), _live(_records.Entry)]
+        return live + [sys.getrefcount(obj) for obj in watched]
+
+    before = counts()
     for _ in range(ROUNDS):
         _every_path(mod, replacement)
-    after = (
-        _live(_registry.Activation),
-        _live(_records.Entry),
-        sys.getrefcount(replacement),
-        sys.getrefcount(mod),
-        sys.getrefcount(_Built),
-    )
-    assert after == before
+    assert counts() == before
     assert patchscope.active() == ()
     assert mod.value == "orig" and type(mod) is types.ModuleType
     assert "__new__" not in vars(_Built) and type(_Built()) is _Built
+    assert _BuiltDict(a=1) == {"a": 1}
 
 
 def test_other_threads_read_through_the_slot_while_a_context_redirect_is_live() -> None:
-    """The C slot's reads from another thread give the original, many times over."""
+    """A module slot's reads from another thread give the original, many times over."""
     mod = types.ModuleType("records_slot")
     mod.value = original = object()
     replacement = object()

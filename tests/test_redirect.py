@@ -617,15 +617,26 @@ def test_copies_and_pickles_are_independent_redirects() -> None:
     import copy
     import pickle
 
-    r = redirect_attr(PickledTarget, "value", "r")
+    replacement = ["r"]
+    r = redirect_attr(PickledTarget, "value", replacement)
     with r:
         for twin in (copy.copy(r), copy.deepcopy(r), pickle.loads(pickle.dumps(r))):
             assert twin is not r and repr(twin) == repr(r)
+            assert twin._handles is not r._handles and twin._handles == []
             with twin:
-                assert PickledTarget.value == "r"
-            assert PickledTarget.value == "r"  # the original's activation is still live
+                assert PickledTarget.value == replacement
+            assert PickledTarget.value is replacement  # the original's activation is live
             assert len(patchscope.active()) == 1
     assert PickledTarget.value == "orig" and patchscope.active() == ()
+    # Copies keep the target and the replacement themselves: a module cannot be
+    # deep-copied, and a copied replacement would not be the one asked for.
+    mod = types.ModuleType("m")
+    mod.value = "orig"
+    on_module = redirect_attr(mod, "value", replacement)
+    for twin in (copy.copy(on_module), copy.deepcopy(on_module)):
+        with twin:
+            assert mod.value is replacement
+    assert mod.value == "orig"
     construction = patchscope.redirect_construction(PickledTarget, dict, include_subclasses=True)
     twin = pickle.loads(pickle.dumps(construction))
     assert repr(twin) == repr(construction)
