@@ -47,17 +47,14 @@ static PyObject *g_module_slot;   /* the _ModuleSlot class */
 static PyObject *g_py_enter;      /* _enter_with */
 static PyObject *g_py_exit;       /* _exit_with */
 static PyObject *g_enter_locked;  /* _enter_locked */
-static PyObject *g_enter_ctx;     /* _enter_context */
 static PyObject *g_pair_enter;    /* _pair_enter */
 static PyObject *g_push_with;     /* _push_with */
 static PyObject *g_pair_exit;     /* _pair_exit */
 static PyObject *g_exit_locked;   /* _exit_locked */
 static PyObject *g_after_exit;    /* _after_exit */
-static PyObject *g_restore;       /* _restore_original */
-static PyObject *g_not_writable;  /* _not_writable */
 
 
-static PyObject *s_lock, *s_class, *s_open, *s_value, *s_new, *s_prepare, *s_var;
+static PyObject *s_lock, *s_open, *s_value, *s_new, *s_prepare, *s_var;
 static PyObject *empty_tuple;
 
 /* The entry points below need what bind() provides. */
@@ -2159,15 +2156,21 @@ bind(PyObject *module, PyObject *ns)
         const char *name;
         PyObject **slot;
     } wanted[] = {
-        {"_entries", &g_entries},         {"_module_swaps", &g_swaps},
-        {"ABSENT", &g_absent},            {"_ENTER_CONTEXT", &g_enter_context},
-        {"Activation", &g_activation},    {"_ModuleSlot", &g_module_slot},
-        {"_enter_with", &g_py_enter},     {"_exit_with", &g_py_exit},
-        {"_enter_locked", &g_enter_locked}, {"_enter_context", &g_enter_ctx},
-        {"_pair_enter", &g_pair_enter},   {"_push_with", &g_push_with},
-        {"_pair_exit", &g_pair_exit},     {"_exit_locked", &g_exit_locked},
-        {"_after_exit", &g_after_exit},   {"_restore_original", &g_restore},
-        {"_not_writable", &g_not_writable}, {"_activate", &g_py_activate},
+        {"_entries", &g_entries},
+        {"_module_swaps", &g_swaps},
+        {"ABSENT", &g_absent},
+        {"_ENTER_CONTEXT", &g_enter_context},
+        {"Activation", &g_activation},
+        {"_ModuleSlot", &g_module_slot},
+        {"_enter_with", &g_py_enter},
+        {"_exit_with", &g_py_exit},
+        {"_enter_locked", &g_enter_locked},
+        {"_pair_enter", &g_pair_enter},
+        {"_push_with", &g_push_with},
+        {"_pair_exit", &g_pair_exit},
+        {"_exit_locked", &g_exit_locked},
+        {"_after_exit", &g_after_exit},
+        {"_activate", &g_py_activate},
     };
     for (size_t i = 0; i < sizeof(wanted) / sizeof(wanted[0]); i++) {
         PyObject *value = PyDict_GetItemString(ns, wanted[i].name);
@@ -2209,14 +2212,13 @@ PyMODINIT_FUNC
 PyInit__speedups(void)
 {
     s_lock = PyUnicode_InternFromString("_lock");
-    s_class = PyUnicode_InternFromString("__class__");
     s_open = PyUnicode_InternFromString("open");
     s_value = PyUnicode_InternFromString("_value");
     s_new = PyUnicode_InternFromString("__new__");
     s_prepare = PyUnicode_InternFromString("_prepare");
     s_var = PyUnicode_InternFromString("var");
     empty_tuple = PyTuple_New(0);
-    if (!s_lock || !s_class || !s_open || !s_value || !s_new || !s_prepare || !s_var ||
+    if (!s_lock || !s_open || !s_value || !s_new || !s_prepare || !s_var ||
         !empty_tuple)
         return NULL;
     s_inherited = PyUnicode_InternFromString("_inherited_get");

@@ -9,6 +9,7 @@ import threading
 from typing import Any
 
 import pytest
+from _threads import in_other_thread
 
 import patchscope
 from patchscope import TargetNotWritableError, redirect_attr, redirect_construction
@@ -42,15 +43,6 @@ class HostEvent:
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         self.args, self.kwargs = args, kwargs
-
-
-def _in_thread(fn: Any) -> Any:
-    box: list[Any] = []
-    t = threading.Thread(target=lambda: box.append(fn()))
-    t.start()
-    t.join(JOIN)
-    assert not t.is_alive()
-    return box[0]
 
 
 def test_reaches_alias_bound_before_the_scope() -> None:
@@ -138,8 +130,8 @@ def test_other_thread_constructs_and_pickles_real_class() -> None:
 def test_process_scope_reaches_other_threads() -> None:
     """scope='process' redirects constructions in every thread."""
     with redirect_construction(Plain, HostEvent, scope="process"):
-        assert isinstance(_in_thread(lambda: Plain(1)), HostEvent)
-    assert type(_in_thread(lambda: Plain(1))) is Plain
+        assert isinstance(in_other_thread(lambda: Plain(1)), HostEvent)
+    assert type(in_other_thread(lambda: Plain(1))) is Plain
 
 
 def test_copy_inside_scope_builds_real_class() -> None:
@@ -155,7 +147,7 @@ def test_signature_unchanged_during_window() -> None:
     before = inspect.signature(Plain)
     with redirect_construction(Plain, HostEvent):
         assert inspect.signature(Plain) == before
-        assert _in_thread(lambda: inspect.signature(Plain)) == before
+        assert in_other_thread(lambda: inspect.signature(Plain)) == before
     assert inspect.signature(Plain) == before
 
 
@@ -188,7 +180,7 @@ def test_nested_innermost_wins_and_context_beats_process() -> None:
     with redirect_construction(Plain, A, scope="process"):
         with redirect_construction(Plain, B):
             assert type(Plain(1)) is B
-            assert type(_in_thread(lambda: Plain(1))) is A
+            assert type(in_other_thread(lambda: Plain(1))) is A
         assert type(Plain(1)) is A
     assert type(Plain(1)) is Plain
 
@@ -261,7 +253,7 @@ def test_unpickling_inside_the_activating_context_builds_the_replacement() -> No
     data = pickle.dumps(Plain(5))
     with redirect_construction(Plain, HostEvent):
         inside = pickle.loads(data)
-        elsewhere = _in_thread(lambda: pickle.loads(data))
+        elsewhere = in_other_thread(lambda: pickle.loads(data))
     assert isinstance(inside, HostEvent)
     assert type(elsewhere) is Plain and elsewhere.x == 5
     after = pickle.loads(data)

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 from _targets import CONTEXT_KINDS, FACTORIES
+from _threads import in_other_thread
 
 import patchscope
 from patchscope import UnsupportedTargetError, redirect_attr
@@ -427,23 +428,6 @@ def test_deletion_during_redirect_is_reported() -> None:
     assert m.value is original
 
 
-def _read_in_thread(read: Any) -> object:
-    """What *read()* gives, or the exception it raises, in a fresh thread."""
-    out: list[object] = []
-
-    def run() -> None:
-        try:
-            out.append(read())
-        except Exception as exc:
-            out.append(exc)
-
-    thread = threading.Thread(target=run)
-    thread.start()
-    thread.join(60)
-    assert not thread.is_alive()
-    return out[0]
-
-
 def test_other_threads_still_see_the_metaclass_attribute() -> None:
     """A context redirect of a name the metaclass provides leaves it to other threads as before."""
 
@@ -456,8 +440,8 @@ def test_other_threads_still_see_the_metaclass_attribute() -> None:
 
     with redirect_attr(Cls, "create", classmethod(lambda cls: "fake"), scope="context"):
         assert Cls.create() == "fake"
-        assert type(_read_in_thread(lambda: Cls.create())) is Cls
-        assert _read_in_thread(lambda: hasattr(Cls(), "create")) is False
+        assert type(in_other_thread(lambda: Cls.create())) is Cls
+        assert in_other_thread(lambda: hasattr(Cls(), "create")) is False
     assert type(Cls.create()) is Cls and not hasattr(Cls(), "create")
 
 
@@ -470,6 +454,6 @@ def test_context_redirect_of_new_leaves_other_threads_constructing_with_argument
 
     with redirect_attr(Cls, "__new__", staticmethod(lambda cls, *a: "R"), scope="context"):
         assert Cls(1) == "R"
-        built = _read_in_thread(lambda: Cls(1))
+        built = in_other_thread(lambda: Cls(1))
         assert type(built) is Cls and built.x == 1  # type: ignore[attr-defined]
     assert Cls(2).x == 2

@@ -18,9 +18,9 @@ import sys
 import threading
 import types
 import warnings
-from typing import Any
 
 import pytest
+from _threads import in_other_thread
 
 import patchscope
 from patchscope import _records, _registry
@@ -85,24 +85,6 @@ class _WithMethod:
         return "method"
 
 
-def _in_other_thread(work: Any) -> None:
-    """Run *work* in a fresh thread (no activation of its own); re-raise what it raised."""
-    failures: list[BaseException] = []
-
-    def run() -> None:
-        try:
-            work()
-        except BaseException as exc:
-            failures.append(exc)
-
-    thread = threading.Thread(target=run)
-    thread.start()
-    thread.join(60)
-    assert not thread.is_alive()
-    if failures:
-        raise failures[0]
-
-
 def _live(kind: type) -> int:
     gc.collect()
     return sum(1 for obj in gc.get_objects() if type(obj) is kind)
@@ -126,7 +108,7 @@ def _every_path(mod: types.ModuleType, replacement: object) -> None:
         assert _BuiltDict(a=1) == {"a": 1} and _DictBuilt(b=2) == {"b": 2}
 
     with context, method, attr, construction, dict_construction:
-        _in_other_thread(other_thread_reads)
+        in_other_thread(other_thread_reads)
     with everywhere:
         assert isinstance(_Built(), _Replacement) and type(_BuiltDict()) is _BuiltDict
 
