@@ -9,7 +9,6 @@ import pickle
 import sys
 import threading
 import types
-from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -20,25 +19,6 @@ import patchscope
 from patchscope import UnsupportedTargetError, redirect_attr
 
 JOIN = 10  # seconds; every join has a timeout
-
-
-def _run_in_thread(fn: Callable[[], Any]) -> Any:
-    box: list[Any] = []
-    errors: list[BaseException] = []
-
-    def body() -> None:
-        try:
-            box.append(fn())
-        except BaseException as exc:  # pragma: no cover - reported below
-            errors.append(exc)
-
-    t = threading.Thread(target=body)
-    t.start()
-    t.join(JOIN)
-    assert not t.is_alive(), "thread did not finish"
-    if errors:
-        raise errors[0]
-    return box[0]
 
 
 class Model:
@@ -178,8 +158,8 @@ def test_copy_context_run_and_to_thread_inherit(mod: types.ModuleType) -> None:
     """contextvars.copy_context().run and asyncio.to_thread carry the scope."""
     with redirect_attr(mod, "value", 7, scope="context"):
         ctx = contextvars.copy_context()
-        assert _run_in_thread(lambda: ctx.run(lambda: mod.value)) == 7
-        assert _run_in_thread(lambda: mod.value) == 10  # a plain Thread does not
+        assert in_other_thread(lambda: ctx.run(lambda: mod.value)) == 7
+        assert in_other_thread(lambda: mod.value) == 10  # a plain Thread does not
 
         async def via_to_thread() -> int:
             return await asyncio.to_thread(lambda: mod.value)
@@ -192,15 +172,15 @@ def test_precedence_context_over_process(mod: types.ModuleType) -> None:
     p1 = redirect_attr(mod, "value", "p1").start()
     with redirect_attr(mod, "value", "c1", scope="context"):
         assert mod.value == "c1"
-        assert _run_in_thread(lambda: mod.value) == "p1"
+        assert in_other_thread(lambda: mod.value) == "p1"
         p2 = redirect_attr(mod, "value", "p2").start()
         assert mod.value == "c1"
-        assert _run_in_thread(lambda: mod.value) == "p2"
+        assert in_other_thread(lambda: mod.value) == "p2"
         with redirect_attr(mod, "value", "c2", scope="context"):
             assert mod.value == "c2"
         assert mod.value == "c1"
         p2.stop()
-        assert _run_in_thread(lambda: mod.value) == "p1"
+        assert in_other_thread(lambda: mod.value) == "p1"
     assert mod.value == "p1"
     p1.stop()
     assert mod.value == 10 and patchscope.active() == ()
@@ -217,7 +197,7 @@ def test_class_target_precedence_and_binding() -> None:
     p = redirect_attr(C, "m", lambda self: "proc").start()
     with redirect_attr(C, "m", lambda self: "ctx", scope="context"):
         assert C().m() == "ctx"
-        assert _run_in_thread(lambda: C().m()) == "proc"
+        assert in_other_thread(lambda: C().m()) == "proc"
     p.stop()
     assert vars(C)["m"] is raw and C().m() == "orig"
 
@@ -245,7 +225,7 @@ def test_other_threads_get_full_behaviour_of_original(mod: types.ModuleType) -> 
 
     with redirect_attr(mod, "Model", Fake, scope="context"):
         assert mod.Model is Fake
-        result = _run_in_thread(elsewhere)
+        result = in_other_thread(elsewhere)
     assert result == {
         "is": True,
         "isinstance": True,
@@ -261,7 +241,7 @@ def test_non_callable_values_are_supported(mod: types.ModuleType) -> None:
     """Plain values (ints, strings) can be redirected per context too."""
     with redirect_attr(mod, "value", "text", scope="context"):
         assert mod.value == "text"
-        assert _run_in_thread(lambda: mod.value) == 10
+        assert in_other_thread(lambda: mod.value) == 10
 
 
 def test_instance_target_is_refused_with_hint() -> None:
@@ -283,7 +263,7 @@ def test_module_getattr_still_serves_other_contexts() -> None:
     served = case.target.value
     with redirect_attr(case.target, "value", "mine", scope="context"):
         assert case.target.value == "mine"
-        assert _run_in_thread(lambda: case.target.value) is served
+        assert in_other_thread(lambda: case.target.value) is served
     assert case.target.value is served
 
 
@@ -292,7 +272,7 @@ def test_created_attribute_absent_elsewhere() -> None:
     m = types.ModuleType("m")
     with redirect_attr(m, "new", 1, create=True, scope="context"):
         assert m.new == 1
-        assert _run_in_thread(lambda: hasattr(m, "new")) is False
+        assert in_other_thread(lambda: hasattr(m, "new")) is False
     assert not hasattr(m, "new")
 
 
@@ -300,7 +280,7 @@ def test_stop_from_another_thread_hides_it_everywhere(mod: types.ModuleType) -> 
     """Ending a context activation from another thread ends it for its own context too."""
     handle = redirect_attr(mod, "value", 5, scope="context").start()
     assert mod.value == 5
-    _run_in_thread(lambda: handle.stop())
+    in_other_thread(lambda: handle.stop())
     assert mod.value == 10 and type(mod) is types.ModuleType
 
 
@@ -370,7 +350,7 @@ def test_two_attributes_of_one_module_again_and_again() -> None:
         )
 
     for _ in range(3):
-        handle = _run_in_thread(lambda: both().start())
+        handle = in_other_thread(lambda: both().start())
         handle.stop()
         with both():
             assert (m.value, m.other) == (3, 4)
