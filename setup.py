@@ -12,11 +12,11 @@ import sysconfig
 from setuptools import Extension, setup
 
 ext_modules = []
-# CPython 3.10-3.13 with the GIL: the versions the C code is written and
-# tested for (it uses a few CPython-internal calls that may change).
+# CPython 3.10-3.15 with the GIL: the versions the C code is written and
+# tested for. Free-threaded builds get the pure-Python code.
 if (
     platform.python_implementation() == "CPython"
-    and sys.version_info < (3, 14)
+    and sys.version_info < (3, 16)
     and not sysconfig.get_config_var("Py_GIL_DISABLED")
 ):
     ext_modules.append(

@@ -6,6 +6,11 @@ class through any alias, ``combine`` and ``during`` group and attach redirects,
 and ``active()`` lists what is live. Every public object here is thread-safe;
 see each docstring for its contract. ``import patchscope`` imports neither
 torch nor pytest nor hypothesis.
+
+``ACCELERATED`` is true when the optional C accelerator is in use (it is
+built by ``pip install`` where a C compiler is available, on CPython 3.10 to
+3.15 with the GIL, and ``PATCHSCOPE_PURE_PYTHON=1`` turns it off); the
+behaviour is the same either way.
 """
 
 from ._construct import redirect_construction
@@ -18,12 +23,14 @@ from ._errors import (
     TargetResolutionError,
     UnsupportedTargetError,
 )
+from ._records import ACCELERATED
 from ._redirect import ActivationGroup, Redirect, combine, during, redirect_attr
 from ._registry import Activation, active
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "ACCELERATED",
     "Activation",
     "ActivationGroup",
     "AttributeMissingError",

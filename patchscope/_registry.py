@@ -337,6 +337,46 @@ _module_subclasses = _WeakIdCache()  # module -> its private subclass
 _class_slots = _WeakIdCache()  # class -> {name: _ClassSlot}
 
 
+def _module_miss(module: types.ModuleType, name: str) -> Any:
+    """What ``module.<name>`` gives when ordinary lookup found nothing.
+
+    PEP 562: the module's own ``__getattr__``, called once; else the
+    module type's own lookup, for its exact error message.
+    """
+    hook = vars(module).get("__getattr__")
+    if hook is not None:
+        return hook(name)
+    return types.ModuleType.__getattribute__(module, name)
+
+
+def _private_module_class(base: type) -> type:
+    """The private subclass a module's class is swapped for while it has context slots.
+
+    Since 3.14 the specializing interpreter turns a warm read of an attribute
+    of any object whose type has the module ``tp_getattro`` into a direct read
+    of the module's ``__dict__``, past the slot (CPython gh-156399). Giving the
+    subclass the generic ``__getattribute__`` plus a ``__getattr__`` makes its
+    ``tp_getattro`` something the specializer does not treat as a module;
+    :func:`_module_miss` then does what the module type does for names
+    ordinary lookup does not find, so other names read at the generic speed
+    and a module ``__getattr__`` is called exactly once, as before.
+    """
+    namespace: dict[str, Any] = {"__slots__": (), "__module__": base.__module__}
+    if (
+        _MODULE_READS_SPECIALIZED
+        and lookup_mro(base, "__getattribute__") is _MODULE_GETATTRIBUTE
+        and lookup_mro(base, "__getattr__") is ABSENT
+    ):
+        # A base with hooks of its own is not read as a module: leave it be.
+        namespace["__getattribute__"] = object.__getattribute__
+        namespace["__getattr__"] = _module_miss
+    return type(base.__name__, (base,), namespace)
+
+
+_MODULE_READS_SPECIALIZED = sys.version_info >= (3, 14)
+_MODULE_GETATTRIBUTE = vars(types.ModuleType)["__getattribute__"]
+
+
 def _install_slot(entry: _Entry) -> None:
     target, name = entry.target, entry.name
     if isinstance(target, types.ModuleType):
@@ -346,8 +386,7 @@ def _install_slot(entry: _Entry) -> None:
         else:
             sub = _module_subclasses.get(target)
             if sub is None or sub.__base__ is not type(target):
-                base = type(target)
-                sub = type(base.__name__, (base,), {"__slots__": (), "__module__": base.__module__})
+                sub = _private_module_class(type(target))
                 _module_subclasses.set(target, sub)
                 private_module_classes.add(sub)
         slot = sub.__dict__.get(name)

@@ -6,7 +6,9 @@ import asyncio
 import contextvars
 import inspect
 import pickle
+import subprocess
 import sys
+import textwrap
 import threading
 import types
 from typing import Any
@@ -101,6 +103,113 @@ def test_other_thread_sees_original_at_the_same_time(mod: types.ModuleType) -> N
     assert mod.Model is original and type(mod) is types.ModuleType
 
 
+def read_model(m: types.ModuleType) -> object:
+    """One attribute-read site, shared by every thread of the warm-site tests."""
+    return m.Model
+
+
+def test_warm_read_site_in_both_threads_at_once(mod: types.ModuleType) -> None:
+    """One read site, warmed before the scope, answers per thread while both read in loops.
+
+    Since 3.14 a warm site reading a module attribute may be rewritten to read
+    the module's ``__dict__`` directly (CPython gh-156399): the activating
+    thread must still see its replacement on every read, the other thread the
+    original.
+    """
+    original = mod.Model
+    for _ in range(1000):  # warm (specialize) the site on the plain module first
+        assert read_model(mod) is original
+    barrier = threading.Barrier(2, timeout=JOIN)
+    rounds, reads = 50, 20
+    seen_a: list[object] = []
+    seen_b: list[object] = []
+
+    def a() -> None:
+        with redirect_attr(mod, "Model", Fake, scope="context"):
+            for _ in range(rounds):
+                barrier.wait()
+                seen_a.extend(read_model(mod) for _ in range(reads))
+                barrier.wait()
+
+    def b() -> None:
+        for _ in range(rounds):
+            barrier.wait()
+            seen_b.extend(read_model(mod) for _ in range(reads))
+            barrier.wait()
+
+    threads = [threading.Thread(target=a), threading.Thread(target=b)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(JOIN)
+        assert not t.is_alive()
+    assert len(seen_a) == len(seen_b) == rounds * reads
+    assert all(v is Fake for v in seen_a), f"{seen_a.count(original)} reads saw the original"
+    assert all(v is original for v in seen_b), f"{seen_b.count(Fake)} reads saw the replacement"
+    assert read_model(mod) is original and type(mod) is types.ModuleType
+
+
+def test_warm_loop_sees_the_replacement_every_time() -> None:
+    """The loop from the 3.14 report: five reads in a row, all of the replacement."""
+    m = types.ModuleType("m")
+    m.X = "orig"
+    with redirect_attr(m, "X", "new", scope="context"):
+        assert [m.X for _ in range(5)] == ["new"] * 5
+        assert in_other_thread(lambda: [m.X for _ in range(5)]) == ["orig"] * 5
+    assert [m.X for _ in range(5)] == ["orig"] * 5
+
+
+def test_module_getattr_runs_once_per_miss_while_a_slot_is_live() -> None:
+    """PEP 562: a module ``__getattr__`` answers missing names exactly once per read."""
+    m = types.ModuleType("m")
+    m.X = "orig"
+    calls: list[str] = []
+
+    def __getattr__(name: str) -> str:
+        calls.append(name)
+        if name == "lazy":
+            return "served"
+        raise AttributeError(f"custom message for {name}")
+
+    m.__getattr__ = __getattr__
+    with redirect_attr(m, "X", "new", scope="context"):
+        assert [m.lazy for _ in range(3)] == ["served"] * 3
+        with pytest.raises(AttributeError, match="custom message for nothing"):
+            m.nothing  # noqa: B018
+        assert m.__getattr__ is __getattr__
+    assert calls == ["lazy", "lazy", "lazy", "nothing"]
+
+
+def test_missing_module_attribute_message_is_unchanged_while_a_slot_is_live() -> None:
+    """Without a module ``__getattr__``, a missing name raises the module's own message."""
+    m = types.ModuleType("plainmod")
+    m.X = "orig"
+    with pytest.raises(AttributeError) as outside:
+        m.nothing  # noqa: B018
+    with redirect_attr(m, "X", "new", scope="context"):
+        with pytest.raises(AttributeError) as inside:
+            m.nothing  # noqa: B018
+        assert in_other_thread(lambda: hasattr(m, "nothing")) is False
+        assert m.__dict__ is vars(m) and m.__name__ == "plainmod"
+    assert str(inside.value) == str(outside.value)
+
+
+def test_module_class_with_hooks_of_its_own_keeps_them() -> None:
+    """A module whose class defines ``__getattr__`` (lazy modules) keeps that hook."""
+
+    class LazyModule(types.ModuleType):
+        def __getattr__(self, name: str) -> str:
+            return f"lazy {name}"
+
+    m = LazyModule("lazymod")
+    m.X = "orig"
+    with redirect_attr(m, "X", "new", scope="context"):
+        assert [m.X for _ in range(5)] == ["new"] * 5
+        assert m.anything == "lazy anything"
+        assert type(m).__getattr__ is LazyModule.__getattr__
+    assert type(m) is LazyModule and m.X == "orig"
+
+
 def test_asyncio_tasks_see_their_own_replacement(mod: types.ModuleType) -> None:
     """Two tasks redirect the same attribute concurrently; each sees its own value."""
 
@@ -165,6 +274,67 @@ def test_copy_context_run_and_to_thread_inherit(mod: types.ModuleType) -> None:
             return await asyncio.to_thread(lambda: mod.value)
 
         assert asyncio.run(via_to_thread()) == 7
+
+
+def _thread_read(fn: Any, **thread_kwargs: Any) -> Any:
+    """``fn()`` in a fresh ``threading.Thread(**thread_kwargs)``; its result."""
+    results: list[Any] = []
+    thread = threading.Thread(target=lambda: results.append(fn()), **thread_kwargs)
+    thread.start()
+    thread.join(JOIN)
+    assert not thread.is_alive()
+    return results[0]
+
+
+@pytest.mark.skipif(sys.version_info < (3, 14), reason="Thread(context=...) is new in 3.14")
+def test_thread_started_with_a_copy_of_the_context_sees_the_scope(mod: types.ModuleType) -> None:
+    """3.14's ``Thread(context=...)``: a copy of this context carries the scope, until it ends."""
+    started, scope_closed = threading.Event(), threading.Event()
+    late: list[int] = []
+
+    def outlives_the_scope() -> None:
+        late.append(mod.value)
+        started.set()
+        assert scope_closed.wait(JOIN)
+        late.append(mod.value)
+
+    with redirect_attr(mod, "value", 7, scope="context"):
+        assert _thread_read(lambda: mod.value, context=contextvars.copy_context()) == 7
+        assert _thread_read(lambda: mod.value, context=contextvars.Context()) == 10
+        thread = threading.Thread(target=outlives_the_scope, context=contextvars.copy_context())
+        thread.start()
+        assert started.wait(JOIN)
+    scope_closed.set()
+    thread.join(JOIN)
+    assert not thread.is_alive()
+    assert late == [7, 10]
+
+
+@pytest.mark.skipif(
+    sys.version_info < (3, 14), reason="sys.flags.thread_inherit_context is new in 3.14"
+)
+def test_scope_follows_thread_inherit_context() -> None:
+    """With ``-X thread_inherit_context=1`` (free-threaded default) a plain Thread inherits it."""
+    script = textwrap.dedent(
+        """
+        import sys, threading, types, patchscope
+        m = types.ModuleType("m"); m.X = "orig"
+        seen = []
+        with patchscope.redirect_attr(m, "X", "new", scope="context"):
+            t = threading.Thread(target=lambda: seen.append(m.X)); t.start(); t.join(60)
+        t = threading.Thread(target=lambda: seen.append(m.X)); t.start(); t.join(60)
+        print(sys.flags.thread_inherit_context, *seen)
+        """
+    )
+    for flag, inside in (("1", "new"), ("0", "orig")):
+        result = subprocess.run(
+            [sys.executable, "-X", f"thread_inherit_context={flag}", "-c", script],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert result.returncode == 0, result.stderr
+        assert result.stdout.split() == [flag, inside, "orig"]
 
 
 def test_precedence_context_over_process(mod: types.ModuleType) -> None:

@@ -112,9 +112,34 @@ class Target:
         self.parent = parent  # where the value comes from when owner has none
         self.context_ok = context_ok  # scope="context" is supported here
         self.original = vars(owner).get(name, MISSING)
+        self.read = site_reader(name)  # one attribute-read site of this target's own
 
     def __repr__(self) -> str:
         return self.label
+
+
+def site_reader(name: str) -> Callable[[object], object]:
+    """``owner.<name>`` (MISSING if absent) as one attribute-read site in its own code.
+
+    Called on every check, the site stays warm: since 3.14 the specializing
+    interpreter rewrites a warm site to read the owner's ``__dict__`` directly
+    when it believes that is safe (CPython gh-156399), so reads through such a
+    site catch what ``getattr()`` cannot.
+    """
+    namespace: dict[str, Any] = {"MISSING": MISSING}
+    source = (
+        "def read(owner):\n"
+        "    try:\n"
+        f"        return owner.{name}\n"
+        "    except AttributeError:\n"
+        "        return MISSING\n"
+    )
+    exec(compile(source, f"<read {name}>", "exec"), namespace)
+    return namespace["read"]  # type: ignore[no-any-return]
+
+
+#: Reads through each warm site per check; the first ones also warm it.
+WARM_READS = 4
 
 
 class Spec:
@@ -224,6 +249,16 @@ def read_all(targets: list[Target]) -> list[object]:
     return [getattr(t.owner, t.name, MISSING) for t in targets]
 
 
+def check_warm_reads(targets: list[Target], expected: list[object], who: str) -> None:
+    """Every read through each target's warm site gives what ``getattr`` should."""
+    for target, want in zip(targets, expected, strict=True):
+        for i in range(WARM_READS):
+            got = target.read(target.owner)
+            assert same_read(got, want), (
+                f"{who}: {target!r} read #{i} through a warm site gives {got!r}, expected {want!r}"
+            )
+
+
 def same_read(actual: object, expected: object) -> bool:
     """Identity, except bound classmethods, which are new objects on every read."""
     if isinstance(expected, types.MethodType):
@@ -261,6 +296,7 @@ def check_process_view(targets: list[Target], live: list[Live]) -> None:
         expected = expected_read(live, target, None)
         actual = getattr(target.owner, target.name, MISSING)
         assert same_read(actual, expected), f"{target!r} reads {actual!r}, expected {expected!r}"
+        check_warm_reads([target], [expected], "the main thread")
 
 
 def live_ids() -> set[int]:
@@ -508,11 +544,12 @@ class ContextScopeMachine(RuleBasedStateMachine):
     def _check_thread(self, thread: int | None) -> None:
         """Run in *thread*'s own context: each target reads as the model says."""
         actual = read_all(self.targets)
-        for target, value in zip(self.targets, actual, strict=True):
-            expected = expected_read(self.live, target, thread)
-            assert same_read(value, expected), (
-                f"thread {thread}: {target!r} reads {value!r}, expected {expected!r}"
+        expected = [expected_read(self.live, target, thread) for target in self.targets]
+        for target, value, want in zip(self.targets, actual, expected, strict=True):
+            assert same_read(value, want), (
+                f"thread {thread}: {target!r} reads {value!r}, expected {want!r}"
             )
+        check_warm_reads(self.targets, expected, f"thread {thread}")
 
     @rule(target=handles, k=THREAD, spec=SPEC)
     def start(self, k: int, spec: Spec) -> Any:

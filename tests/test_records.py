@@ -33,6 +33,7 @@ def test_accelerator_in_use_unless_pure_python_is_asked_for() -> None:
     built = importlib.util.find_spec("patchscope._speedups") is not None
     pure = os.environ.get("PATCHSCOPE_PURE_PYTHON", "") not in ("", "0")
     assert _records.ACCELERATED is (built and not pure)
+    assert patchscope.ACCELERATED is _records.ACCELERATED  # the public name
     assert (_records.speedups is not None) is _records.ACCELERATED
     if _records.ACCELERATED:
         assert _registry.enter_with is _records.speedups.RedirectBase._c_enter
