@@ -2,9 +2,11 @@
 
 The C accelerator is optional: where it cannot be compiled (no compiler, an
 interpreter other than CPython) the package installs without it and runs the
-same code in pure Python (see patchscope/_records.py).
+same code in pure Python (see patchscope/_accel.py).
 """
 
+import glob
+import os
 import platform
 import sys
 import sysconfig
@@ -20,7 +22,13 @@ if (
     and not sysconfig.get_config_var("Py_GIL_DISABLED")
 ):
     ext_modules.append(
-        Extension("patchscope._speedups", ["patchscope/_speedups.c"], optional=True)
+        Extension(
+            "patchscope._speedups",
+            sorted(glob.glob("patchscope/_c/*.c")),
+            depends=["patchscope/_c/speedups.h"],
+            # PATCHSCOPE_REQUIRE_ACCELERATOR=1: a failed compile fails the build.
+            optional=os.environ.get("PATCHSCOPE_REQUIRE_ACCELERATOR", "") in ("", "0"),
+        )
     )
 
 setup(ext_modules=ext_modules)

@@ -6,6 +6,9 @@ The floor is a minimal class-based context manager doing the same two setattrs.
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
 import sys
 import threading
 import timeit
@@ -107,6 +110,77 @@ class LockedFloor:
 locked_floor_cm = LockedFloor(mod, "func", _replacement)
 
 
+class _Handle:
+    __slots__ = ("code", "entry", "frame", "lasti", "open", "redirect", "thread_id", "value")
+
+    def __init__(self, redirect: object, value: object, code: object, lasti: int) -> None:
+        self.redirect, self.value, self.code, self.lasti = redirect, value, code, lasti
+        self.thread_id = threading.get_ident()
+        self.open, self.entry, self.frame = False, None, None
+
+
+class _Entry:
+    __slots__ = ("installed", "original", "stack")
+
+    def __init__(self, original: object) -> None:
+        self.original = self.installed = original
+        self.stack: list[_Handle] = []
+
+
+class MinimalRegistry:
+    """What a correct registry cannot do without, in Python: the lower bound.
+
+    The lock (taken by ``with``, which a signal cannot leave held), the
+    table, a handle per activation (what ``active()`` lists) and an entry per
+    attribute, a with-block paired by its frame, the conflict check on exit.
+    No nesting, no context scope, no recycling: LIFO single activations only.
+    """
+
+    __slots__ = ("handles", "key", "name", "target", "value")
+    lock = threading.RLock()
+    table: ClassVar[dict[tuple[int, str], _Entry]] = {}
+
+    def __init__(self, target: object, name: str, value: object) -> None:
+        self.target, self.name, self.value = target, name, value
+        self.key = (id(target), name)
+        self.handles: list[_Handle] = []
+
+    def __enter__(self) -> object:
+        frame = sys._getframe(1)
+        handle = _Handle(self, self.value, frame.f_code, frame.f_lasti)
+        with self.lock:
+            entry = _Entry(self.target.__dict__[self.name])
+            self.table[self.key] = entry
+            handle.entry = entry
+            entry.stack.append(handle)
+            handle.open = True
+            setattr(self.target, self.name, self.value)
+            entry.installed = self.value
+            handle.frame = frame
+            self.handles.append(handle)
+        return self.value
+
+    def __exit__(self, *exc: object) -> None:
+        with self.lock:
+            handle = self.handles.pop()
+            handle.frame = None
+            handle.open = False
+            entry = handle.entry
+            if self.target.__dict__[self.name] is not entry.installed:
+                raise AssertionError("conflict")
+            setattr(self.target, self.name, entry.original)
+            entry.stack.pop()
+            del self.table[self.key]
+
+
+minimal_registry_cm = MinimalRegistry(mod, "func", _replacement)
+
+
+def minimal_registry() -> None:
+    with minimal_registry_cm:
+        pass
+
+
 def locked_floor() -> None:
     with locked_floor_cm:
         pass
@@ -147,6 +221,32 @@ reused_ctx = patchscope.redirect_attr(mod, "func", _replacement, scope="context"
 
 def ps_context() -> None:
     with reused_ctx:
+        pass
+
+
+def ps_context_fresh() -> None:
+    with patchscope.redirect_attr(mod, "func", _replacement, scope="context"):
+        pass
+
+
+# Six redirects of one module, as device_namespace() makes them.
+for _i in range(6):
+    setattr(mod, f"f{_i}", _original)
+group_process = patchscope.combine(
+    *(patchscope.redirect_attr(mod, f"f{i}", _replacement) for i in range(6))
+)
+group_context = patchscope.combine(
+    *(patchscope.redirect_attr(mod, f"f{i}", _replacement, scope="context") for i in range(6))
+)
+
+
+def ps_group_process() -> None:
+    with group_process:
+        pass
+
+
+def ps_group_context() -> None:
+    with group_context:
         pass
 
 
@@ -267,34 +367,64 @@ def _other_context_rows() -> list[tuple[str, float, float]]:
     return rows
 
 
-def main() -> None:
-    rows: list[tuple[str, float]] = []
-    f = per_op(floor)
-    rows.append(("floor: class-based CM, two setattrs", f))
-    rows.append(("hand-written try/finally", per_op(hand_written)))
-    rows.append(("floor + lock + table, in Python", per_op(locked_floor)))
-    rows.append(("patchscope process, reused object", per_op(ps_reused)))
-    rows.append(("patchscope process, fresh object", per_op(ps_fresh)))
-    rows.append(("patchscope context, reused object", per_op(ps_context)))
-    rows.append(("unittest.mock.patch.object", per_op(mock_patch, N // 5)))
-    try:
-        rows.append(("pytest MonkeyPatch.context", per_op(monkeypatch, N // 5)))
-    except ImportError:
-        pass
-    from patchscope import _records
+#: (figure, measured, target, "<=" or ">=") for the summary.
+Target = tuple[str, float, float, str]
 
-    accelerated = "C accelerator" if _records.ACCELERATED else "pure Python"
+
+def enter_exit_rows() -> list[tuple[str, float]]:
+    """Nanoseconds per enter+exit of each case; the floor first."""
+    return [
+        ("floor: class-based CM, two setattrs", per_op(floor)),
+        ("hand-written try/finally", per_op(hand_written)),
+        ("floor + lock + table, in Python", per_op(locked_floor)),
+        ("minimal correct registry, in Python", per_op(minimal_registry)),
+        ("patchscope process, reused object", per_op(ps_reused)),
+        ("patchscope process, inline redirect_attr(...)", per_op(ps_fresh)),
+        ("patchscope context, reused object", per_op(ps_context)),
+        ("patchscope context, inline redirect_attr(...)", per_op(ps_context_fresh)),
+        ("patchscope combine of 6, process", per_op(ps_group_process, N // 5)),
+        ("patchscope combine of 6, context", per_op(ps_group_context, N // 5)),
+        ("unittest.mock.patch.object", per_op(mock_patch, N // 5)),
+        ("pytest MonkeyPatch.context", per_op(monkeypatch, N // 5)),
+    ]
+
+
+def print_enter_exit(rows: list[tuple[str, float]]) -> dict[str, float]:
+    f = rows[0][1]
+    print("enter+exit of one redirect")
+    print(f"{'case':48} {'ns/op':>9} {'x floor':>8}")
+    for name, ns in rows:
+        print(f"{name:48} {ns:9.0f} {ns / f:8.2f}")
+    return {name: ns / f for name, ns in rows} | {"_ns:" + name: ns for name, ns in rows}
+
+
+def pure_python_ratios() -> dict[str, float] | None:
+    """The same rows measured in a pure-Python interpreter (a child process)."""
+    env = {**os.environ, "PATCHSCOPE_PURE_PYTHON": "1"}
+    out = subprocess.run(
+        [sys.executable, __file__, "--pure-rows"], env=env, capture_output=True, text=True
+    )
+    if out.returncode != 0:
+        print(out.stderr)
+        return None
+    return json.loads(out.stdout)
+
+
+def main() -> None:
+    if "--pure-rows" in sys.argv:
+        rows = enter_exit_rows()
+        f = rows[0][1]
+        print(json.dumps({name: ns / f for name, ns in rows}))
+        return
+    accelerated = "C accelerator" if patchscope.ACCELERATED else "pure Python"
     print(f"Python {sys.version.split()[0]}, patchscope {accelerated}, best of {REPEAT} samples")
     print()
-    print("enter+exit of one redirect")
-    print(f"{'case':44} {'ns/op':>9} {'x floor':>8}")
-    for name, ns in rows:
-        print(f"{name:44} {ns:9.0f} {ns / f:8.2f}")
-    table = dict(rows)
-    ps = table["patchscope process, reused object"]
+    table = print_enter_exit(enter_exit_rows())
     for other in ("unittest.mock.patch.object", "pytest MonkeyPatch.context"):
-        if other in table:
-            print(f"{other} / patchscope reused: {table[other] / ps:.2f}x")
+        print(
+            f"{other} / patchscope inline: "
+            f"{table[other] / table['patchscope process, inline redirect_attr(...)']:.2f}x"
+        )
     print()
     print("construction, class decorated with a redirect (active during __init__)")
     print(f"{'case':44} {'plain ns':>9} {'decor ns':>9} {'ratio':>7}")
@@ -303,8 +433,55 @@ def main() -> None:
     print()
     print("calls from a context without activation while another thread holds one")
     print(f"{'case':44} {'direct':>9} {'redirect':>9} {'ratio':>7}")
-    for name, direct, redirected in _other_context_rows():
+    other_rows = _other_context_rows()
+    for name, direct, redirected in other_rows:
         print(f"{name:44} {direct:9.0f} {redirected:9.0f} {redirected / direct:7.2f}")
+    pure = pure_python_ratios() if patchscope.ACCELERATED else table
+    print()
+    inline = table["patchscope process, inline redirect_attr(...)"]
+    reused = table["patchscope process, reused object"]
+    targets: list[Target] = [
+        ("inline with redirect_attr(...), x floor", inline, 3.0, "<="),
+        ("mock.patch.object / inline", table["unittest.mock.patch.object"] / inline, 2.5, ">="),
+        ("MonkeyPatch.context / inline", table["pytest MonkeyPatch.context"] / inline, 2.5, ">="),
+        (
+            "inline context scope, x floor",
+            table["patchscope context, inline redirect_attr(...)"],
+            5.0,
+            "<=",
+        ),
+        ("reused redirect, x floor", reused, 2.5, "<="),
+        (
+            "combine of 6 / one reused, process",
+            table["patchscope combine of 6, process"] / reused,
+            2.5,
+            "<=",
+        ),
+        (
+            "combine of 6 / one reused, context",
+            table["patchscope combine of 6, context"] / table["patchscope context, reused object"],
+            2.5,
+            "<=",
+        ),
+    ]
+    if pure is not None:
+        targets += [
+            ("pure Python reused, x floor", pure["patchscope process, reused object"], 5.0, "<="),
+            (
+                "pure Python inline, x floor",
+                pure["patchscope process, inline redirect_attr(...)"],
+                7.0,
+                "<=",
+            ),
+        ]
+    for name, direct, redirected in other_rows[:-2]:
+        targets.append((f"other threads: {name}", redirected / direct, 1.5, "<="))
+    print("targets")
+    print(f"{'figure':52} {'measured':>9} {'target':>9}")
+    for name, got, want, how in targets:
+        ok = got <= want if how == "<=" else got >= want
+        verdict = "met" if ok else "MISSED"
+        print(f"{name:52} {got:9.2f} {how + ' ' + format(want, 'g'):>9}  {verdict}")
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ built by ``pip install`` where a C compiler is available, on CPython 3.10 to
 behaviour is the same either way.
 """
 
+from ._accel import ACCELERATED
 from ._construct import redirect_construction
 from ._errors import (
     AttributeMissingError,
@@ -23,9 +24,9 @@ from ._errors import (
     TargetResolutionError,
     UnsupportedTargetError,
 )
-from ._records import ACCELERATED
-from ._redirect import ActivationGroup, Redirect, combine, during, redirect_attr
-from ._registry import Activation, active
+from ._handles import Activation, ActivationGroup
+from ._redirect import Redirect, combine, during, redirect_attr
+from ._registry import active
 
 __version__ = "0.1.0"
 

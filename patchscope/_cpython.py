@@ -23,8 +23,8 @@ import ctypes
 import sys
 from typing import Any
 
-from ._records import speedups
-from ._resolve import ABSENT, OBJECT_NEW, lookup_mro
+from ._accel import speedups
+from ._resolve import ABSENT, OBJECT_INIT, OBJECT_NEW, lookup_mro
 
 #: Py_TPFLAGS_IMMUTABLETYPE: builtin and extension types whose slots stay as they are.
 IMMUTABLE = 1 << 8
@@ -157,3 +157,32 @@ def repair_new(cls: type) -> bool:
             modified(klass)
         subclasses.extend(type.__subclasses__(klass))
     return True
+
+
+def object_new(cls: type, *args: Any, **kwargs: Any) -> Any:
+    """``object.__new__`` as ``type.__call__`` uses it, for classes given a ``__new__``."""
+    if (args or kwargs) and lookup_mro(cls, "__init__") is OBJECT_INIT:
+        raise TypeError(f"{cls.__qualname__}() takes no arguments")
+    return object.__new__(cls)
+
+
+#: Left in a class whose inherited ``object.__new__`` was redirected and could
+#: not be repaired (see :func:`delete_new`); also what a class slot standing
+#: for ``__new__`` gives where the class inherits ``object.__new__``.
+OBJECT_NEW_STANDIN = staticmethod(object_new)
+
+
+def delete_new(cls: type) -> None:
+    """Delete a class's ``__new__`` so that it constructs exactly as before it had one.
+
+    CPython cannot take a ``__new__`` away again by itself (see above):
+    where the class then inherits a builtin's ``__new__`` (``object``'s,
+    ``dict``'s, ...), its tp_new slot is set first, so no construction in
+    another thread meets the generic slot in between; where that is not
+    possible, a repair follows, or else a stand-in that behaves exactly like
+    ``object.__new__`` keeps the class working.
+    """
+    preset = preset_new(cls)
+    delattr(cls, "__new__")
+    if not preset and inherits_object_new(cls) and not repair_new(cls):
+        setattr(cls, "__new__", OBJECT_NEW_STANDIN)  # noqa: B010 (mypy: no assigning methods)

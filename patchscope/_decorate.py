@@ -18,11 +18,63 @@ from typing import TYPE_CHECKING, Any
 
 import wrapt
 
+from ._accel import speedups
 from ._resolve import ABSENT, OBJECT_INIT, OBJECT_NEW, lookup_mro
 
 if TYPE_CHECKING:
     from ._redirect import Redirect
 
+
+class _PyGuard:
+    """A single-use context manager: activates *redirect* at entry (reported at *code*).
+
+    The decorators' drivers run each step of a generator, and a coroutine's
+    whole run, inside ``with guard:``, so the activation and its end are each
+    one step the ``with`` statement takes (with the C twin, no signal handler
+    can run between the registry change and the ``with`` taking it over).
+    """
+
+    __slots__ = ("code", "handle", "redirect")
+
+    def __init__(self, redirect: Redirect, code: Any) -> None:
+        self.redirect = redirect
+        self.code = code
+        self.handle: Any = None
+
+    def __enter__(self) -> None:
+        if self.handle is not None:
+            raise RuntimeError("a guard holds one activation at a time")
+        self.handle = self.redirect._activate(self.code, 0)
+
+    def __exit__(self, *exc_info: object) -> None:
+        handle, self.handle = self.handle, None
+        handle.stop()
+
+
+class _PyCallWrapper:
+    """The wrapt wrapper of a decorated callable: *redirect* is active for each whole call."""
+
+    __slots__ = ("code", "redirect")
+
+    def __init__(self, redirect: Redirect, code: Any) -> None:
+        self.redirect = redirect
+        self.code = code
+
+    def __call__(
+        self, wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Any:
+        handle = self.redirect._activate(self.code, 0)
+        try:
+            return wrapped(*args, **kwargs)
+        finally:
+            handle.stop()
+
+
+def _twins(redirect: Redirect) -> tuple[Any, Any]:
+    """(Guard, CallWrapper): the C twins for redirects the accelerator runs, else Python's."""
+    if speedups is not None and type(redirect)._fast:
+        return speedups.Guard, speedups.CallWrapper
+    return _PyGuard, _PyCallWrapper
 
 
 def decorate(redirect: Redirect, obj: Any) -> Any:
@@ -39,15 +91,10 @@ def decorate(redirect: Redirect, obj: Any) -> Any:
     return wrap_callable(redirect, obj)
 
 
-def _site_of(fn: Any) -> tuple[Any, int]:
-    code = getattr(inspect.unwrap(fn), "__code__", None)
-    return code, 0
-
-
 def wrap_callable(redirect: Redirect, fn: Callable[..., Any]) -> Any:
     """A wrapt wrapper that activates *redirect* around each call of *fn*."""
-    code, lasti = _site_of(fn)
-    activate = redirect._activate
+    code = getattr(inspect.unwrap(fn), "__code__", None)
+    guard, call_wrapper = _twins(redirect)
 
     # Generators, async generators and coroutines get a driver that activates
     # the redirect around each step of their own code; plain callables around
@@ -60,96 +107,67 @@ def wrap_callable(redirect: Redirect, fn: Callable[..., Any]) -> Any:
     elif inspect.iscoroutinefunction(fn):
         driver = _run_activated
 
-    if driver is not None:
-        drive = driver
+    if driver is None:
+        return wrapt.FunctionWrapper(fn, call_wrapper(redirect, code))
+    drive = driver
 
-        def step_wrapper(
-            wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
-        ) -> Any:
-            # Call now (it runs none of the body), so bad arguments raise at
-            # the call, as they would undecorated.
-            return drive(activate, code, lasti, wrapped(*args, **kwargs))
-
-        return wrapt.FunctionWrapper(fn, step_wrapper)
-
-    def call_wrapper(
+    def step_wrapper(
         wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> Any:
-        handle = activate(code, lasti)
-        try:
-            return wrapped(*args, **kwargs)
-        finally:
-            handle.stop()
+        # Call now (it runs none of the body), so bad arguments raise at
+        # the call, as they would undecorated.
+        return drive(guard(redirect, code), wrapped(*args, **kwargs))
 
-    return wrapt.FunctionWrapper(fn, call_wrapper)
+    return wrapt.FunctionWrapper(fn, step_wrapper)
 
 
-async def _run_activated(
-    activate: Callable[[Any, int], Any], code: Any, lasti: int, coro: Any
-) -> Any:
+async def _run_activated(guard: Any, coro: Any) -> Any:
     # Activated when the coroutine starts running, in the awaiting task's context.
-    handle = activate(code, lasti)
-    try:
+    with guard:
         return await coro
-    finally:
-        handle.stop()
 
 
-def _drive(
-    activate: Callable[[Any, int], Any], code: Any, lasti: int, gen: Generator[Any, Any, Any]
-) -> Generator[Any, Any, Any]:
+def _drive(guard: Any, gen: Generator[Any, Any, Any]) -> Generator[Any, Any, Any]:
     sent: Any = None
     thrown: BaseException | None = None
     while True:
-        handle = activate(code, lasti)
-        try:
-            if thrown is not None:
-                exc, thrown = thrown, None
-                item = gen.throw(exc)
-            else:
-                item = gen.send(sent)
-        except StopIteration as stop:
-            return stop.value
-        finally:
-            handle.stop()
+        with guard:
+            try:
+                if thrown is not None:
+                    exc, thrown = thrown, None
+                    item = gen.throw(exc)
+                else:
+                    item = gen.send(sent)
+            except StopIteration as stop:
+                return stop.value
         try:
             sent = yield item
         except GeneratorExit:
-            handle = activate(code, lasti)
-            try:
+            with guard:
                 gen.close()
-            finally:
-                handle.stop()
             raise
         except BaseException as exc:
             thrown = exc
 
 
-async def _drive_async(
-    activate: Callable[[Any, int], Any], code: Any, lasti: int, agen: AsyncGenerator[Any, Any]
-) -> AsyncGenerator[Any, Any]:
+async def _drive_async(guard: Any, agen: AsyncGenerator[Any, Any]) -> AsyncGenerator[Any, Any]:
     sent: Any = None
     thrown: BaseException | None = None
     while True:
-        handle = activate(code, lasti)
-        try:
-            if thrown is not None:
-                exc, thrown = thrown, None
-                item = await agen.athrow(exc)
-            else:
-                item = await agen.asend(sent)
-        except StopAsyncIteration:
-            return
-        finally:
-            handle.stop()
+        with guard:
+            try:
+                if thrown is not None:
+                    exc, thrown = thrown, None
+                    item = await agen.athrow(exc)
+                else:
+                    item = await agen.asend(sent)
+            except StopAsyncIteration:
+                return
         try:
             sent = yield item
         except GeneratorExit:
-            handle = activate(code, lasti)
-            try:
+            with guard:
                 await agen.aclose()
-            finally:
-                handle.stop()
             raise
         except BaseException as exc:
             thrown = exc

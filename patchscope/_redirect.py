@@ -2,34 +2,52 @@
 
 A :class:`Redirect` holds no per-activation state: each ``with``, decorated
 call or :meth:`Redirect.start` creates its own handle (an
-:class:`~patchscope._registry.Activation` or an :class:`ActivationGroup`).
+:class:`~patchscope.Activation` or an :class:`~patchscope.ActivationGroup`).
 ``with`` blocks find their handle again by the frame of their ``with``
-statement (see ``_registry``), so the same object works nested, recursively,
+statement (see ``_pairing``), so the same object works nested, recursively,
 from many threads, asyncio tasks and suspended generators (``mock.patch``
 keeps that state on the patcher and breaks; ANCHORS).
+
+Single-attribute redirects (``redirect_attr``, ``redirect_construction``,
+``during``) keep their fields in :class:`RedirectCore`, groups
+(``combine``) in :class:`GroupCore`; with the C accelerator both are C
+records, and the ``with``/``start()`` operations of redirects with a fixed
+target, and of groups of them, are the C twins of the functions below: one
+C call from the ``with`` statement to the registry, so that Ctrl-C can only
+land before or after it.
+
+Twins: ``activate``, ``with_enter``, ``with_exit``, ``group_activate``,
+``group_enter``, ``group_exit``: the ``_c_*`` methods of the C records
+(``_c/redirect.c``); keep them in sync.
 """
 
 from __future__ import annotations
 
+import functools
+import keyword
 import sys
-import threading
 import types
 from collections.abc import Callable
-from typing import Any, TypeVar, overload
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
-from ._errors import RestoreError
-from ._records import RedirectBase
+from . import _registry
+from ._accel import ACCELERATED, speedups
+from ._decorate import decorate, wrap_raw
+from ._entry import NO_CONFLICT, enter_first, exit_last
+from ._errors import AttributeMissingError
+from ._handles import Activation, ActivationGroup, stop_all
+from ._pairing import ENTER_CONTEXT, pair_enter, pair_exit, push, site_of
 from ._registry import (
-    Activation,
-    activate,
-    enter_activation,
-    enter_with,
-    exit_activation,
-    exit_with,
-    generic_enter,
-    generic_exit,
+    _py_enter,
+    after,
+    enter_locked,
+    entries,
+    exit_locked,
+    section,
+    undo_entered,
 )
-from ._resolve import ABSENT, check_name, describe, resolve
+from ._resolve import ABSENT, check_name, describe, lookup_mro, resolve
+from ._slots import inherited_new
 
 _T = TypeVar("_T")
 _SCOPES = ("process", "context")
@@ -44,60 +62,242 @@ def check_scope(scope: object) -> str:
     return scope
 
 
-class ActivationGroup:
-    """The handle of a combined (or deferred) redirect: several activations.
-
-    :meth:`stop` ends the parts in reverse order, from any thread, any number
-    of times; if restores fail, every part is still ended and a
-    :class:`~patchscope.RestoreError` is raised afterwards.
-    """
-
-    __slots__ = ("_frame", "_parts", "_pushed", "thread_id", "value")
-
-    def __init__(self, parts: list[Activation | ActivationGroup], value: object) -> None:
-        self._parts = parts
-        self.value = value
-        self.thread_id = threading.get_ident()
-        self._pushed = False
-        self._frame: Any = None
-
-    @property
-    def activations(self) -> tuple[Activation, ...]:
-        """Every leaf activation in this group, in entry order."""
-        return tuple(a for part in self._parts for a in part.activations)
-
-    def stop(self) -> None:
-        """End every part (reverse order); harmless if already stopped."""
-        stop_all(self._parts)
-
-    def __repr__(self) -> str:
-        return f"<ActivationGroup of {len(self.activations)} activation(s)>"
+# ---------------------------------------------------------------------------
+# records
 
 
-def stop_all(handles: list[Activation | ActivationGroup]) -> None:
-    """Stop *handles* in reverse order; raise one RestoreError after all ran."""
-    errors: list[BaseException] = []
-    messages: list[str] = []
-    for handle in reversed(handles):
+class _PyRedirectCore:
+    """The fields of a single-attribute redirect (see ``_py_activate`` for their use)."""
+
+    __slots__ = (
+        "__weakref__",
+        "_create",
+        "_ctx",
+        "_handles",
+        "_key",
+        "_name",
+        "_plain",
+        "_prepared",
+        "_replacement",
+        "_scope",
+        "_slot",
+        "_spare",
+        "_spec",
+        "_target",
+        "_value",
+    )
+
+    def __init__(self) -> None:
+        self._handles: list[Any] = []  # live with-handles, guarded by the registry lock
+        self._key: tuple[int, str] | None = None  # registry key, when the target is fixed
+        self._target: Any = None
+        self._name: Any = None
+        self._value: Any = None  # what an activation installs
+        self._replacement: Any = None  # what ``with`` gives and active() shows
+        self._scope: Any = None
+        self._ctx = False  # activations install through a context slot
+        self._create = False
+        self._slot: Any = None  # constructions: the dispatcher this context's acts go on
+        self._spec: Any = None  # constructions: what is built, and for which classes
+        # A plain module or class attribute in process scope: the first and the
+        # last activation take the specialized path (see _entry.enter_first).
+        self._plain = False
+        self._spare: Any = None  # the entry of the last activation, for the next first one
+        self._prepared: Any = None  # the slot(s) its context activations installed last
+
+
+class _PyGroupCore:
+    """The fields of a group of redirects."""
+
+    __slots__ = ("__weakref__", "_handles", "_parts", "_value")
+
+    def __init__(self) -> None:
+        self._handles: list[Any] = []
+        self._parts: tuple[Any, ...] = ()
+        self._value: Any = None  # what ``with`` gives, when no part decides it per activation
+
+
+if TYPE_CHECKING or speedups is None:
+    RedirectCore = _PyRedirectCore
+    GroupCore = _PyGroupCore
+else:
+    RedirectCore = speedups.RedirectCore
+    GroupCore = speedups.GroupCore
+
+
+# ---------------------------------------------------------------------------
+# the operations (Python twins)
+
+
+def _target(redirect: Any) -> object:
+    """The redirect's target for this activation: fixed, or its dotted path resolved now."""
+    if redirect._key is not None:
+        return redirect._target
+    return resolve(redirect._target)
+
+
+def _new_activation(redirect: Any, target: object, code: Any, lasti: int) -> Any:
+    act = Activation(redirect, redirect._value, code, lasti)
+    spec = redirect._spec
+    if spec is not None:
+        # Constructions: what the dispatcher falls back to, refreshed now.
+        spec.base[0] = inherited_new(target)  # type: ignore[arg-type]
+        act._slot = redirect._slot
+    return act
+
+
+def _py_activate(redirect: Any, code: Any, lasti: int) -> Any:
+    """``_activate`` of single-attribute redirects: a new live Activation."""
+    target = _target(redirect)
+    act = _new_activation(redirect, target, code, lasti)
+    _py_enter(act, target)
+    return act
+
+
+def _py_with_enter(redirect: Any) -> Any:
+    """``__enter__`` of single-attribute redirects: registry and pairing in one lock section."""
+    frame: Any = _getframe(1)
+    site = frame.f_back if frame.f_code is ENTER_CONTEXT else frame
+    handles = redirect._handles
+    if redirect._plain:
+        # A plain module or class attribute in process scope: the first
+        # activation takes the specialized path, with no follow-up work.
+        target = redirect._target
+        act = Activation(redirect, redirect._value, site.f_code, site.f_lasti)
+        with section:
+            if enter_first(entries, redirect._key, act, target):
+                if handles:
+                    pair_enter(handles, act, frame)
+                else:
+                    act._frame = frame
+                    handles.append(act)
+                return redirect._replacement
+            conflict = enter_locked(act, target)
+            pair_enter(handles, act, frame)
+    else:
+        target = _target(redirect)
+        act = _new_activation(redirect, target, site.f_code, site.f_lasti)
+        with section:
+            conflict = enter_locked(act, target)
+            pair_enter(handles, act, frame)
+    if act._slot is not None or conflict is not NO_CONFLICT:
         try:
-            if handle.__class__ is Activation:
-                exit_activation(handle)
-            else:
-                handle.stop()
-        except RestoreError as exc:
-            errors.extend(exc.errors)
-            messages.append(str(exc))  # names the target and attribute
-    if errors:
-        raise RestoreError(f"{len(errors)} restore(s) failed: " + "; ".join(messages), errors)
+            after(act, True, conflict, None)
+        except BaseException:
+            undo_entered(act, handles)
+            raise
+    if act._pushed:
+        push(handles, act)
+    return redirect._replacement
 
 
-def _handle_value(handle: Activation | ActivationGroup) -> object:
+def _py_with_exit(redirect: Any, typ: object, value: object, tb: object) -> None:
+    """``__exit__`` of single-attribute redirects: pairing and registry in one lock section."""
+    frame = _getframe(1)
+    handles = redirect._handles
+    error = None
+    with section:
+        if len(handles) == 1 and handles[0]._frame is frame:
+            act = handles.pop()
+            act._frame = None
+        else:
+            act = pair_exit(handles, frame)
+        conflict = exit_last(entries, act) if redirect._plain and act.open else None
+        if conflict is None:
+            conflict, error = exit_locked(act)
+    if conflict is not NO_CONFLICT or error is not None or act._slot is not None:
+        after(act, False, conflict, error)
+
+
+def _py_group_activate(group: Any, code: Any, lasti: int) -> Any:
+    """``_activate`` of a group: every part, in order, all or nothing."""
+    handles: list[Any] = []
+    try:
+        for part in group._parts:
+            handles.append(part._activate(code, lasti))
+    except BaseException:
+        stop_all(handles)
+        raise
+    value = group._value
+    if value is None:
+        value = tuple(_handle_value(h) for h in handles)
+    return ActivationGroup(handles, value)
+
+
+def _generic_enter(redirect: Any) -> Any:
+    """``__enter__`` from a redirect's ``_activate``: activate, then pair the handle."""
+    frame = _getframe(1)
+    site = site_of(frame)
+    handle = redirect._activate(site.f_code, site.f_lasti)
+    handles = redirect._handles
+    with section:
+        pair_enter(handles, handle, frame)
+    if handle._pushed:
+        push(handles, handle)
+    return _handle_value(handle)
+
+
+def _generic_exit(redirect: Any, typ: object, value: object, tb: object) -> None:
+    """``__exit__`` matching :func:`_generic_enter`: find this with-block's handle and stop it."""
+    frame = _getframe(1)
+    with section:
+        handle = pair_exit(redirect._handles, frame)
+    handle.stop()
+
+
+def _handle_value(handle: Any) -> object:
     if isinstance(handle, Activation):
         return handle.replacement
     return handle.value
 
 
-class Redirect(RedirectBase):
+if speedups is not None:
+    activate: Any = speedups.RedirectCore._c_activate
+    with_enter: Any = speedups.RedirectCore._c_with_enter
+    with_exit: Any = speedups.RedirectCore._c_with_exit
+    group_activate: Any = speedups.GroupCore._c_activate
+    group_enter: Any = speedups.GroupCore._c_with_enter
+    group_exit: Any = speedups.GroupCore._c_with_exit
+else:
+    activate = _py_activate
+    with_enter = _py_with_enter
+    with_exit = _py_with_exit
+    group_activate = _py_group_activate
+    group_enter = _generic_enter
+    group_exit = _generic_exit
+
+
+def _py_attr_init(
+    self: Any, target: object, name: str, replacement: object, create: bool, scope: str
+) -> None:
+    """``AttrRedirect.__init__``: every field, without RedirectCore.__init__.
+
+    Building one inline in a ``with`` statement is the common form. Twin: the
+    constructor of the C RedirectCore, given these arguments.
+    """
+    self._handles = []
+    self._target = target
+    self._name = sys.intern(name)  # as setattr interns the names it stores
+    self._value = replacement
+    self._replacement = replacement
+    self._create = create
+    self._scope = scope
+    ctx = self._ctx = scope == "context"
+    self._slot = self._spec = self._spare = self._prepared = None
+    if type(target) is str:
+        self._key = None
+        self._plain = False
+    else:
+        self._key = (id(target), name)
+        tp = type(target)
+        self._plain = (tp is types.ModuleType or tp is type) and not ctx and name[:2] != "__"
+
+
+# ---------------------------------------------------------------------------
+# the public base
+
+
+class Redirect:
     """A reusable description of a redirect; activate it as often as you like.
 
     Use it as a context manager (``with r as value:``), as a decorator of
@@ -110,11 +310,11 @@ class Redirect(RedirectBase):
     may end in any order.
     """
 
-    # The per-redirect fields (the live with-handles, the registry key, what
-    # an activation installs, ...) live in RedirectBase.
-    __slots__ = ("__weakref__",)
+    __slots__ = ()
+    #: Whether the C accelerator runs this kind's operations (a fixed target).
+    _fast = False
 
-    def _activate(self, code: Any, lasti: int) -> Activation | ActivationGroup:
+    def _activate(self, code: Any, lasti: int) -> Any:
         raise NotImplementedError
 
     def _args(self) -> tuple[Any, ...]:
@@ -123,7 +323,7 @@ class Redirect(RedirectBase):
 
     def __reduce__(self) -> tuple[Any, ...]:
         # Pickles are new redirects made from the same arguments: live
-        # with-handles and recycled registry entries stay with this one.
+        # with-handles stay with this one.
         return (type(self), self._args())
 
     def __copy__(self) -> Redirect:
@@ -145,13 +345,10 @@ class Redirect(RedirectBase):
         calls it; ``stop()`` twice is harmless.
         """
         frame = _getframe(stacklevel)
-        return self._activate(frame.f_code, frame.f_lasti)
+        return self._activate(frame.f_code, frame.f_lasti)  # type: ignore[no-any-return]
 
-    def __enter__(self) -> Any:
-        return generic_enter(self, _getframe(1))
-
-    def __exit__(self, *exc_info: object) -> None:
-        generic_exit(self, _getframe(1))
+    __enter__ = _generic_enter
+    __exit__ = _generic_exit
 
     @overload
     def __call__(self, obj: type[_T]) -> type[_T]: ...
@@ -161,40 +358,29 @@ class Redirect(RedirectBase):
 
     def __call__(self, obj: Any) -> Any:
         """Decorate a function, method, coroutine/generator function or class."""
-        from ._decorate import decorate
-
         return decorate(self, obj)
 
 
-class AttrRedirect(Redirect):
+# ---------------------------------------------------------------------------
+# redirect_attr
+
+
+class AttrRedirect(Redirect, RedirectCore):
     """``target.name`` becomes ``replacement`` while active (see redirect_attr)."""
 
     __slots__ = ()
+    _fast = ACCELERATED
 
-    def __init__(
-        self, target: object, name: str, replacement: object, create: bool, scope: str
-    ) -> None:
-        super().__init__()
-        self._target = target
-        self._name = name
-        self._value = replacement
-        self._replacement = replacement
-        self._create = create
-        self._scope = scope
-        self._ctx = scope == "context"
-        # Registry key, fixed unless the target is a path resolved per activation.
-        self._key = None if isinstance(target, str) else (id(target), name)
-        # A plain module/class attribute: its original is re-read cheaply and
-        # the registry entry is recycled between activations.
-        self._plain = type(target) in (types.ModuleType, type) and name[:2] != "__"
+    if speedups is None:
+        # With the accelerator, RedirectCore's constructor does this (its twin).
+        __init__ = _py_attr_init
 
     def _args(self) -> tuple[Any, ...]:
         return (self._target, self._name, self._replacement, self._create, self._scope)
 
-    # The hot path: one lock section on entry and one on exit (see _registry).
     _activate = activate
-    __enter__ = enter_with
-    __exit__ = exit_with
+    __enter__ = with_enter
+    __exit__ = with_exit
 
     def __repr__(self) -> str:
         target = self._target if isinstance(self._target, str) else describe(self._target)
@@ -202,6 +388,20 @@ class AttrRedirect(Redirect):
             f"redirect_attr({target}, {self._name!r}, {self._replacement!r}, "
             f"scope={self._scope!r})"
         )
+
+
+#: AttrRedirect(...) for arguments redirect_attr checked (in C, without parsing them again).
+_new_attr: Any = AttrRedirect._new if speedups is not None else AttrRedirect
+
+
+class PathAttrRedirect(AttrRedirect):
+    """A redirect_attr whose target is a dotted path, imported and resolved at each activation."""
+
+    __slots__ = ()
+    _fast = False
+    _activate = _py_activate
+    __enter__ = _py_with_enter
+    __exit__ = _py_with_exit
 
 
 def redirect_attr(
@@ -222,55 +422,77 @@ def redirect_attr(
 
     ``scope="process"`` rebinds the attribute for every thread (like
     ``mock.patch``, with exact restoration). ``scope="context"`` makes the
-    replacement visible only to the activating thread or asyncio task (and
-    tasks it creates while the scope is open); other threads see the original
-    by identity at the same time. Context scope works on module and class
-    attributes.
+    replacement visible only to the activating thread or asyncio task, and to
+    what runs in copies of its :mod:`contextvars` context (tasks it creates,
+    ``Thread(context=copy_context())``, threads that inherit the context under
+    ``sys.flags.thread_inherit_context``) while the scope is open; other
+    threads see the original by identity at the same time. Context scope
+    works on module and class attributes.
 
     Thread safety: activations may be entered and ended from any threads in any
     order; all bookkeeping is under one lock. Nothing changes if entry fails.
     """
-    name = check_name(name)
-    scope = check_scope(scope)
-    return AttrRedirect(target, name, replacement, bool(create), scope)
+    if type(name) is not str or name not in _checked_names:
+        _checked_names.add(check_name(name))
+    if scope != "process" and scope != "context":
+        check_scope(scope)
+    redirect: Redirect
+    if type(target) is str:
+        redirect = PathAttrRedirect(target, name, replacement, bool(create), scope)
+        return redirect
+    redirect = _new_attr(target, name, replacement, create is True or bool(create), scope)
+    return redirect
 
 
-class Combined(Redirect):
+#: Attribute names that passed check_name (a set lookup is cheaper than the check).
+_checked_names: set[str] = set()
+
+if speedups is not None and not TYPE_CHECKING:
+    # The same function in C (it is the form users write in every ``with``):
+    # same arguments, checks and messages; __doc__, __signature__ and
+    # __wrapped__ are this one's.
+    redirect_attr = functools.update_wrapper(
+        speedups.AttrFactory(
+            redirect_attr, AttrRedirect, PathAttrRedirect, frozenset(keyword.kwlist)
+        ),
+        redirect_attr,
+    )
+
+
+# ---------------------------------------------------------------------------
+# combine
+
+
+class Combined(Redirect, GroupCore):
     """Several redirects entered in order (all or nothing), ended in reverse."""
 
-    __slots__ = ("_parts",)
+    __slots__ = ()
 
     def __init__(self, parts: tuple[Redirect, ...]) -> None:
-        super().__init__()
+        GroupCore.__init__(self)
         self._parts = parts
         # What ``with`` gives, when no part decides it per activation.
-        if all(isinstance(p, (AttrRedirect, _construction_redirect())) for p in parts):
-            self._value = tuple(p._replacement for p in parts)
+        cores: list[Any] = [p for p in parts if isinstance(p, RedirectCore)]
+        if len(cores) == len(parts) and all(p._replacement is not ABSENT for p in cores):
+            self._value = tuple(p._replacement for p in cores)
 
     def _args(self) -> tuple[Any, ...]:
         return (self._parts,)
 
-    def _activate(self, code: Any, lasti: int) -> ActivationGroup:
-        handles: list[Activation | ActivationGroup] = []
-        try:
-            for part in self._parts:
-                handles.append(part._activate(code, lasti))
-        except BaseException:
-            stop_all(handles)
-            raise
-        value = self._value
-        if value is None:
-            value = tuple(_handle_value(h) for h in handles)
-        return ActivationGroup(handles, value)
+    _activate = _py_group_activate
 
     def __repr__(self) -> str:
         return f"combine({', '.join(map(repr, self._parts))})"
 
 
-def _construction_redirect() -> type:
-    from ._construct import ConstructionRedirect
+class FastCombined(Combined):
+    """A group whose parts all have fixed targets: entered and ended by the C accelerator."""
 
-    return ConstructionRedirect
+    __slots__ = ()
+    _fast = True
+    _activate = group_activate
+    __enter__ = group_enter
+    __exit__ = group_exit
 
 
 def combine(*redirects: Redirect) -> Redirect:
@@ -284,17 +506,22 @@ def combine(*redirects: Redirect) -> Redirect:
     for r in redirects:
         if not isinstance(r, Redirect):
             raise TypeError(f"combine() takes Redirect objects, got {type(r).__name__} {r!r}")
-    return Combined(tuple(redirects))
+    fast = ACCELERATED and all(type(r)._fast for r in redirects)
+    return (FastCombined if fast else Combined)(tuple(redirects))
+
+
+# ---------------------------------------------------------------------------
+# deferred and during
 
 
 class Deferred(Redirect):
     """A redirect chosen afresh at each activation by a factory (None: install nothing)."""
 
-    __slots__ = ("_factory",)
+    __slots__ = ("__weakref__", "_factory", "_handles")
 
     def __init__(self, factory: Callable[[], Redirect | None]) -> None:
-        super().__init__()
         self._factory = factory
+        self._handles: list[Any] = []
 
     def _args(self) -> tuple[Any, ...]:
         return (self._factory,)
@@ -303,7 +530,7 @@ class Deferred(Redirect):
         redirect = self._factory()
         if redirect is None:
             return ActivationGroup([], None)
-        return redirect._activate(code, lasti)
+        return redirect._activate(code, lasti)  # type: ignore[no-any-return]
 
     def __repr__(self) -> str:
         return f"deferred({self._factory!r})"
@@ -318,27 +545,24 @@ def deferred(factory: Callable[[], Redirect | None]) -> Redirect:
     return Deferred(factory)
 
 
-class During(Redirect):
+class During(Redirect, RedirectCore):
     """``owner.method_name`` is wrapped so that *inner* is active while it runs."""
 
-    __slots__ = ("_inner", "_owner")
+    __slots__ = ("_inner",)
 
     def __init__(self, owner: object, name: str, inner: Redirect) -> None:
-        super().__init__()
-        self._owner = owner
+        RedirectCore.__init__(self)
+        self._target = owner
         self._name = name
         self._inner = inner
         self._replacement = ABSENT  # activations show their wrapper
         self._scope = "process"
 
     def _args(self) -> tuple[Any, ...]:
-        return (self._owner, self._name, self._inner)
+        return (self._target, self._name, self._inner)
 
     def _activate(self, code: Any, lasti: int) -> Activation:
-        from ._decorate import wrap_raw
-        from ._resolve import lookup_mro
-
-        owner = self._owner
+        owner = self._target
         if isinstance(owner, str):
             owner = resolve(owner)
         if isinstance(owner, type):
@@ -348,19 +572,16 @@ class During(Redirect):
             if raw is ABSENT:
                 raw = getattr(owner, self._name, ABSENT)
         if raw is ABSENT:
-            from ._errors import AttributeMissingError
-
             raise AttributeMissingError(
                 f"{describe(owner)} has no attribute {self._name!r} to wrap; "
                 "during() wraps an existing method or constructor: check the name"
             )
-        wrapper = wrap_raw(self._inner, raw)
-        act = Activation(self, wrapper, code, lasti)
-        enter_activation(self, owner, act)
+        act = Activation(self, wrap_raw(self._inner, raw), code, lasti)
+        _registry.enter(act, owner)
         return act
 
     def __repr__(self) -> str:
-        owner = self._owner if isinstance(self._owner, str) else describe(self._owner)
+        owner = self._target if isinstance(self._target, str) else describe(self._target)
         return f"during({owner}, {self._name!r}, {self._inner!r})"
 
 
@@ -382,3 +603,4 @@ def during(owner: object, method_name: str, *redirects: Redirect) -> Redirect:
     if not isinstance(inner, Redirect):
         raise TypeError(f"during() takes Redirect objects, got {type(inner).__name__} {inner!r}")
     return During(owner, method_name, inner)
+

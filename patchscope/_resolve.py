@@ -1,11 +1,8 @@
-"""Dotted paths, raw attribute lookups along the MRO, and what "original" means.
+"""Dotted paths, raw attribute lookups along the MRO, and how targets are named.
 
-The saved original is always a *raw* value (what ``vars(owner)`` holds), never
-what ``getattr`` returns: ``getattr`` would turn a staticmethod into a plain
-function and copy an inherited attribute onto the target on restore
-(pytest #10644). Attributes that live outside ``__dict__`` are the exception:
-they are saved with ``getattr`` and restored through the object's own
-``setattr`` so objects such as ``nn.Module`` keep their registration order.
+Raw lookups read ``vars()`` along the MRO, never what ``getattr`` returns:
+``getattr`` turns a staticmethod into a plain function and finds inherited
+attributes (pytest #10644), and the registry saves and restores raw values.
 """
 
 from __future__ import annotations
@@ -14,10 +11,9 @@ import enum
 import importlib
 import keyword
 import types
-import weakref
 from typing import Any, Final
 
-from ._errors import AttributeMissingError, TargetResolutionError
+from ._errors import TargetResolutionError
 
 
 class _Absent(enum.Enum):
@@ -32,8 +28,8 @@ class _Absent(enum.Enum):
 ABSENT: Final = _Absent.ABSENT
 
 
-# How an attribute is restored when the last activation ends (plain ints: the
-# enter/exit path reads them on every activation).
+# How an attribute is restored when the last activation ends (the records
+# keep these plain ints; see _entry).
 #: the raw value was in ``vars(target)``: write it back by identity
 OWN: Final = 0
 #: inherited, served by a module ``__getattr__``, or absent: delete the shadow
@@ -46,7 +42,8 @@ SETATTR: Final = 2
 def describe(target: object) -> str:
     """Render *target* for error messages: ``<module 'torch.cuda'>``, ``<class 'a.B'>``."""
     if isinstance(target, types.ModuleType):
-        return f"<module {target.__name__!r}>"
+        name = target.__dict__.get("__name__")
+        return f"<module {name if isinstance(name, str) else '?'!r}>"
     if isinstance(target, type):
         return f"<class '{target.__module__}.{target.__qualname__}'>"
     plain = f"<{type(target).__name__} object at {id(target):#x}>"
@@ -119,11 +116,6 @@ def resolve(target: object) -> object:
     return obj
 
 
-#: Private module subclasses installed by context-scope redirects; capture
-#: looks through them to the module's own class.
-private_module_classes: weakref.WeakSet[type] = weakref.WeakSet()
-
-
 #: ``object``'s raw ``__new__`` and ``__init__``, as ``vars(object)`` holds them.
 OBJECT_NEW: Final[Any] = object.__dict__["__new__"]
 OBJECT_INIT: Final[Any] = object.__dict__["__init__"]
@@ -148,55 +140,3 @@ def bind(value: object, instance: object, owner: type | None) -> Any:
     """What attribute lookup gives for *value* found raw in a class's ``__dict__``."""
     get: Any = lookup_mro(type(value), "__get__")
     return value if get is ABSENT else get(value, instance, owner)
-
-
-def capture(target: object, name: str, create: bool) -> tuple[int, object]:
-    """Record how *target*.*name* is to be restored, and the raw original.
-
-    Raises :class:`AttributeMissingError` when the attribute does not exist and
-    *create* is false. Changes nothing.
-    """
-    own = getattr(target, "__dict__", None)
-    tp = type(target)
-    if (tp is types.ModuleType or tp is type) and name[:2] != "__":
-        # Fast path: no data descriptor of ModuleType or type has a plain name.
-        if name in own:  # type: ignore[operator]
-            return OWN, own[name]  # type: ignore[index]
-        meta: object = ABSENT
-    else:
-        if tp in private_module_classes:
-            tp = tp.__mro__[1]  # our own per-name slots are not the target's
-        meta = lookup_mro(tp, name)
-        if meta is not ABSENT and is_data_descriptor(meta):
-            # __slots__ members, properties with setters, type.__doc__ ...: the
-            # object's own setattr is the only correct way back.
-            try:
-                return SETATTR, getattr(target, name)
-            except AttributeError:
-                if not create:
-                    raise _missing(target, name) from None
-                return SETATTR, ABSENT
-        if isinstance(own, (dict, types.MappingProxyType)) and name in own:
-            return OWN, own[name]
-    try:
-        value = getattr(target, name)
-    except AttributeError:
-        if not create:
-            raise _missing(target, name) from None
-        return SHADOW, ABSENT
-    if (
-        meta is ABSENT
-        and not isinstance(target, (type, types.ModuleType))
-        and own is not None
-    ):
-        # An instance attribute served by the class's __getattr__ (nn.Module
-        # parameters, buffers and sub-modules): the class's setattr owns it.
-        return SETATTR, value
-    return SHADOW, ABSENT
-
-
-def _missing(target: object, name: str) -> AttributeMissingError:
-    return AttributeMissingError(
-        f"{describe(target)} has no attribute {name!r}; "
-        "pass create=True to add it for the duration of the redirect"
-    )

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 import threading
 import traceback
 import types
@@ -64,42 +65,57 @@ def run_in_child(check: Callable[[], None]) -> None:
     assert os.WEXITSTATUS(status) == 0, f"child failed:\n{report}"
 
 
-def test_child_can_redirect_after_fork_while_another_thread_holds_the_lock() -> None:
-    """Forking while another thread holds the registry lock leaves the child a usable lock."""
+#: Set by a fork hook that runs before patchscope's own (hooks registered later
+#: run first), so a test sees that a fork has begun.
+_forking = threading.Event()
+os.register_at_fork(before=_forking.set)
+
+
+def test_fork_waits_for_a_registry_change_under_way_in_another_thread() -> None:
+    """A fork while another thread holds the registry lock waits until it lets go.
+
+    The holder changes the target in two steps under the lock and only takes
+    the second once the fork has begun: a child forked between them would
+    see the first step. It sees the second, and its lock works.
+    """
     mod = types.ModuleType("patchscope_fork_target")
-    mod.attr = original = Token("mod.attr")
+    mod.attr = Token("mod.attr")
+    halfway, done = Token("halfway"), Token("done")
 
     class Target:
         attr = Token("Target.attr")
 
-    held, release = threading.Event(), threading.Event()
+    held = threading.Event()
 
     def hold_lock() -> None:
-        lock = _registry._lock
-        with lock:
+        with _registry.lock:
+            mod.attr = halfway
             held.set()
-            release.wait(TIMEOUT)
+            assert _forking.wait(TIMEOUT), "the fork did not begin"
+            mod.attr = done
 
     def child() -> None:
+        assert vars(mod)["attr"] is done, "forked half way through a registry change"
         replacement = Token("child")
         with patchscope.redirect_attr(mod, "attr", replacement):
             assert mod.attr is replacement
-        assert mod.attr is original
+        assert mod.attr is done
         handle = patchscope.redirect_attr(Target, "attr", replacement, scope="context").start()
         assert Target.attr is replacement
         handle.stop()
         assert patchscope.active() == ()
 
+    _forking.clear()
     holder = threading.Thread(target=hold_lock, name="lock-holder")
     holder.start()
     try:
         assert held.wait(TIMEOUT), "the holder thread did not take the lock"
         run_in_child(child)
     finally:
-        release.set()
+        _forking.set()
         holder.join(TIMEOUT)
     assert not holder.is_alive()
-    assert mod.attr is original
+    assert mod.attr is done
 
 
 def test_child_sees_and_can_end_activations_of_a_thread_it_did_not_inherit() -> None:
@@ -154,3 +170,106 @@ def test_child_sees_and_can_end_activations_of_a_thread_it_did_not_inherit() -> 
     assert patchscope.active() == ()
     assert vars(mod)["attr"] is original
     assert vars(Target)["attr"] is class_original
+
+
+FORKS = 30  # per run of the churn test; ``census_forks`` takes a count of its own
+
+
+def census_forks(forks: int) -> list[str]:
+    """Fork *forks* times while threads churn every shape of redirect; the children's reports.
+
+    Each child lists what is inconsistent in what it inherited: an activation
+    that cannot be read, anything left installed once it stopped every
+    activation ``active()`` lists, or a redirect that no longer works. An
+    empty report is a consistent child.
+    """
+    from _interrupt_child import Targets, shapes
+
+    t = Targets()
+    bodies = list(shapes(t).values())
+    stop = threading.Event()
+    failures: list[BaseException] = []
+
+    def churn(offset: int) -> None:
+        try:
+            i = offset
+            while not stop.is_set():
+                bodies[i % len(bodies)]()
+                i += 1
+        except BaseException as exc:
+            failures.append(exc)
+
+    def check() -> list[str]:
+        found = []
+        for act in patchscope.active():
+            try:
+                act.target, act.name, act.site  # noqa: B018 - readable
+            except Exception as exc:
+                found.append(f"an inherited activation cannot be read: {exc!r}")
+        for act in patchscope.active():
+            act.stop()
+        found += t.problems()
+        replacement = Token("child")
+        with patchscope.redirect_attr(t.mod, "attr", replacement, scope="context"):
+            if t.mod.attr is not replacement:
+                found.append("a new redirect does not show in the child")
+        found += t.problems()
+        return found
+
+    threads = [threading.Thread(target=churn, args=(k * 5,)) for k in range(3)]
+    # Switch threads every few bytecodes, so a fork meets the others anywhere.
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    for thread in threads:
+        thread.start()
+    reports = []
+    try:
+        for _ in range(forks):
+            read_end, write_end = os.pipe()
+            pid = os.fork()
+            if pid == 0:  # child: never returns
+                try:
+                    os.close(read_end)
+                    signal.alarm(CHILD_ALARM)
+                    report = "; ".join(check())
+                except BaseException:
+                    report = traceback.format_exc()
+                os.write(write_end, report.encode())
+                os._exit(0)
+            os.close(write_end)
+            with os.fdopen(read_end, "rb") as pipe:
+                reports.append(pipe.read().decode())
+            _, status = os.waitpid(pid, 0)
+            if not os.WIFEXITED(status):
+                reports[-1] += f" (child killed by signal {os.WTERMSIG(status)})"
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join(TIMEOUT)
+        sys.setswitchinterval(interval)
+    assert not any(thread.is_alive() for thread in threads)
+    assert not failures, failures
+    for act in patchscope.active():
+        act.stop()
+    assert t.problems() == []
+    return reports
+
+
+@pytest.mark.slow
+def test_fork_under_churn_gives_consistent_children() -> None:
+    """Children forked at random moments of other threads' redirects inherit a sound registry."""
+    bad = [report for report in census_forks(FORKS) if report]
+    assert bad == [], bad[:3]
+
+
+if __name__ == "__main__":
+    count = int(sys.argv[1]) if len(sys.argv) > 1 else 200
+    results = census_forks(count)
+    inconsistent = [r for r in results if r]
+    build = "accelerated" if patchscope.ACCELERATED else "pure Python"
+    print(
+        f"Python {sys.version.split()[0]}, {build}: "
+        f"{len(inconsistent)} of {count} children inconsistent"
+    )
+    for report in inconsistent[:3]:
+        print("   ", report[:300])

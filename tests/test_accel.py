@@ -1,10 +1,11 @@
-"""The registry's records and the optional C accelerator (patchscope._records).
+"""The switch between the C accelerator and the Python twins (patchscope._accel).
 
 The whole suite runs once with the accelerator and once with
-``PATCHSCOPE_PURE_PYTHON=1`` (see .ci/run); these tests check what only the
-records themselves can show: which implementation is in use, and that no
-path leaks or over-frees the objects it handles (reference-count bugs in C
-show up here as growing counts, or as a crash).
+``PATCHSCOPE_PURE_PYTHON=1`` (see .ci/run), and test_parity drives both twins
+in one process; these tests check what only the records themselves can show:
+which implementation is in use, and that no path leaks or over-frees the
+objects it handles (reference-count bugs in C show up here as growing counts,
+or as a crash).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import pytest
 from _threads import in_other_thread
 
 import patchscope
-from patchscope import _records, _registry
+from patchscope import _accel, _entry, _handles, _redirect, _registry
 
 ROUNDS = 300
 
@@ -32,22 +33,24 @@ def test_accelerator_in_use_unless_pure_python_is_asked_for() -> None:
     """ACCELERATED is True exactly when the extension is built and not switched off."""
     built = importlib.util.find_spec("patchscope._speedups") is not None
     pure = os.environ.get("PATCHSCOPE_PURE_PYTHON", "") not in ("", "0")
-    assert _records.ACCELERATED is (built and not pure)
-    assert patchscope.ACCELERATED is _records.ACCELERATED  # the public name
-    assert (_records.speedups is not None) is _records.ACCELERATED
-    if _records.ACCELERATED:
-        assert _registry.enter_with is _records.speedups.RedirectBase._c_enter
-        assert _records.RedirectBase.__module__ == "patchscope._speedups"
+    assert _accel.ACCELERATED is (built and not pure)
+    assert patchscope.ACCELERATED is _accel.ACCELERATED  # the public name
+    assert (_accel.speedups is not None) is _accel.ACCELERATED
+    if _accel.ACCELERATED:
+        assert _redirect.with_enter is _accel.speedups.RedirectCore._c_with_enter
+        assert _entry.Entry is _accel.speedups.Entry
+        assert _registry.exit is _accel.speedups.exit
     else:
-        assert _registry.enter_with is _registry._enter_with
-        assert _records.RedirectBase is _records._PyRedirectBase
+        assert _redirect.with_enter is _redirect._py_with_enter
+        assert _entry.Entry is _entry._PyEntry
+        assert _handles.ActivationBase is _handles._PyActivationBase
 
 
-def test_pure_python_switch_selects_the_python_records() -> None:
-    """PATCHSCOPE_PURE_PYTHON=1 in a fresh interpreter gives the Python classes."""
+def test_pure_python_switch_selects_the_python_twins() -> None:
+    """PATCHSCOPE_PURE_PYTHON=1 in a fresh interpreter gives the Python twins."""
     code = (
-        "import patchscope._records as r, patchscope._registry as g;"
-        "print(r.ACCELERATED, g.enter_with is g._enter_with, r.Entry is r._PyEntry)"
+        "import patchscope, patchscope._entry as e, patchscope._redirect as r;"
+        "print(patchscope.ACCELERATED, r.with_enter is r._py_with_enter, e.Entry is e._PyEntry)"
     )
     env = {**os.environ, "PATCHSCOPE_PURE_PYTHON": "1"}
     out = subprocess.run(
@@ -168,7 +171,7 @@ def test_no_path_leaks_activations_entries_or_values() -> None:
     _every_path(mod, replacement)  # caches: dispatchers, slots, private subclasses
 
     def counts() -> list[int]:
-        live = [_live(_registry.Activation), _live(_records.Entry)]
+        live = [_live(patchscope.Activation), _live(_entry.Entry)]
         return live + [sys.getrefcount(obj) for obj in watched]
 
     before = counts()
@@ -212,7 +215,7 @@ def test_other_threads_read_through_the_slot_while_a_context_redirect_is_live() 
 
 
 @pytest.mark.skipif(
-    not _records.ACCELERATED,
+    not _accel.ACCELERATED,
     reason="the Python records are ordinary slotted objects: deleting a field "
     "is a misuse that fails later with AttributeError, never a crash",
 )

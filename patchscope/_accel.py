@@ -1,0 +1,31 @@
+"""The one switch between the C accelerator and the pure-Python twins.
+
+``patchscope._speedups`` is an optional C extension (``pip install`` builds it
+where a C compiler and the Python headers are available). It holds C twins of
+a small, named set of the package's types and functions, each with the
+signature of its Python twin; the list is in ``_speedups/speedups.h``. The
+Python twins are the reference: they are what runs when the extension is
+absent or ``PATCHSCOPE_PURE_PYTHON=1`` is set, and the test suite runs in full
+against both. Every module that has a twin picks it here and nowhere else.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from typing import Any
+
+
+def _load() -> Any:
+    if os.environ.get("PATCHSCOPE_PURE_PYTHON", "") not in ("", "0"):
+        return None
+    try:
+        return importlib.import_module("patchscope._speedups")
+    except ImportError:  # not built: the Python twins serve
+        return None
+
+
+#: The C extension module when it is in use, else None.
+speedups: Any = _load()
+#: Whether the C accelerator is in use.
+ACCELERATED = speedups is not None

@@ -1,0 +1,101 @@
+"""The registry's orchestration (patchscope._registry): its lock sections and all-or-nothing entry.
+
+Run in both builds (see test_accel).
+"""
+
+from __future__ import annotations
+
+import threading
+import types
+
+import pytest
+
+import patchscope
+from patchscope import _registry
+
+
+class _Lock:
+    """A re-entrant lock that counts its holds; *interrupt* raises after one acquire."""
+
+    def __init__(self) -> None:
+        self.inner = threading.Lock()
+        self.count = 0
+        self.interrupt = False
+
+    def acquire(self) -> bool:
+        if not self.count:
+            self.inner.acquire()
+        self.count += 1
+        if self.interrupt:
+            raise KeyboardInterrupt  # what CPython 3.14's gap can do after the acquire
+        return True
+
+    def release(self) -> None:
+        self.count -= 1
+        if not self.count:
+            self.inner.release()
+
+    def _recursion_count(self) -> int:
+        return self.count
+
+
+@pytest.mark.parametrize("held", [0, 1])
+def test_a_section_never_keeps_a_hold_its_entry_was_interrupted_in(held: int) -> None:
+    lock = _Lock()
+    for _ in range(held):  # an outer section's hold stays
+        lock.acquire()
+    lock.interrupt = True
+    with pytest.raises(KeyboardInterrupt):
+        with _registry._Section(lock):
+            pytest.fail("the body must not run")
+    assert lock.count == held
+
+
+def test_a_section_takes_and_gives_back_its_lock() -> None:
+    lock = _Lock()
+    with _registry._Section(lock):
+        assert lock.count == 1
+    assert lock.count == 0
+
+
+@pytest.mark.parametrize("form", ["with", "start"])
+@pytest.mark.parametrize("scope", ["process", "context"])
+def test_an_entry_whose_warning_is_an_error_leaves_nothing_behind(form: str, scope: str) -> None:
+    """A conflict warning turned into an error on entry: raised, and the entry undone."""
+    mod = types.ModuleType("m")
+    mod.attr = "orig"
+    outer = patchscope.redirect_attr(mod, "attr", "outer", scope="process")
+    inner = patchscope.redirect_attr(mod, "attr", "inner", scope=scope)
+    with outer:
+        mod.attr = "someone else's"  # the inner entry finds a conflict
+        with pytest.raises(patchscope.RedirectConflictWarning):  # an error in this suite
+            if form == "with":
+                with inner:
+                    pytest.fail("the body must not run")
+            else:
+                inner.start()
+        assert [a.replacement for a in patchscope.active()] == ["outer"]
+        assert type(mod) is types.ModuleType
+        assert mod.attr == "outer"  # what the live activations say, shown again
+    assert mod.attr == "orig"
+    assert patchscope.active() == ()
+
+
+def test_a_during_whose_warning_is_an_error_leaves_nothing_behind() -> None:
+    """The same for during(): its wrapper does not stay on the method."""
+
+    class Klass:
+        def method(self) -> str:
+            return "orig"
+
+    own = vars(Klass)["method"]
+    holder = types.SimpleNamespace(x=1)
+    wrapped = patchscope.during(Klass, "method", patchscope.redirect_attr(holder, "x", 2))
+    with patchscope.redirect_attr(Klass, "method", lambda self: "outer"):
+        Klass.method = someone = lambda self: "someone else's"  # type: ignore[method-assign]
+        with pytest.raises(patchscope.RedirectConflictWarning):  # an error in this suite
+            wrapped.start()
+        assert len(patchscope.active()) == 1
+        assert Klass().method() == "outer"  # what the live activation says, shown again
+    assert vars(Klass)["method"] is own
+    assert patchscope.active() == ()

@@ -1,0 +1,198 @@
+"""What context redirects and constructions put on their targets (patchscope._slots).
+
+Module class switching and its records, the class slots and their cache,
+and the construction dispatcher at the edges of an activation. Run in both
+builds (see test_accel).
+"""
+
+from __future__ import annotations
+
+import contextvars
+import gc
+import types
+import warnings
+import weakref
+
+import pytest
+
+import patchscope
+from patchscope import _registry, _slots
+
+
+def test_a_modules_switch_record_goes_with_the_module() -> None:
+    """A module's switch record says "not switched" between scopes, and dies with it."""
+    mod = types.ModuleType("m")
+    mod.a, mod.b = 1, 2
+    ra = patchscope.redirect_attr(mod, "a", 10, scope="context")
+    rb = patchscope.redirect_attr(mod, "b", 20, scope="context")
+    with ra:
+        assert _slots.module_swaps[id(mod)][2] == {"a"}
+        with rb:
+            assert _slots.module_swaps[id(mod)][2] == {"a", "b"}
+        assert type(mod) is not types.ModuleType  # a's slot is still on
+    assert type(mod) is types.ModuleType
+    assert _slots.module_swaps[id(mod)][2] == set()
+    with ra:  # and the next switch starts from it again
+        assert mod.a == 10
+    key = id(mod)
+    del mod, ra, rb
+    gc.collect()
+    assert key not in _slots.module_swaps
+
+
+class _ModuleKind(types.ModuleType):
+    """A module class of the user's own (lazy loaders and the like)."""
+
+
+def test_a_module_whose_class_changed_between_activations_gets_that_class_back() -> None:
+    mod = types.ModuleType("m")
+    mod.attr = "orig"
+    redirect = patchscope.redirect_attr(mod, "attr", "new", scope="context")
+    with redirect:
+        assert mod.attr == "new"
+    mod.__class__ = _ModuleKind
+    with redirect:
+        assert mod.attr == "new"
+        assert isinstance(mod, _ModuleKind)
+    assert type(mod) is _ModuleKind
+    assert mod.attr == "orig"
+
+
+def test_a_class_given_to_a_module_during_a_scope_stays() -> None:
+    """The exit switches a module back only from our class, never from somebody else's."""
+    mod = types.ModuleType("m")
+    mod.attr = "orig"
+    with patchscope.redirect_attr(mod, "attr", "new", scope="context"):
+        mod.__class__ = _ModuleKind
+    assert type(mod) is _ModuleKind
+    assert mod.attr == "orig"
+
+
+def test_an_ended_class_slot_keeps_no_class_alive() -> None:
+    """A method that uses super() refers to its class: the cached slot must not keep it."""
+
+    class Base:
+        def method(self) -> str:
+            return "base"
+
+    class Klass(Base):
+        def method(self) -> str:
+            return "klass+" + super().method()
+
+    with patchscope.redirect_attr(Klass, "method", lambda self: "new", scope="context"):
+        assert Klass().method() == "new"
+    assert Klass().method() == "klass+base"
+    ref = weakref.ref(Klass)
+    del Klass
+    gc.collect()
+    assert ref() is None
+
+
+def test_a_slot_read_through_an_unrelated_class_is_an_attribute_error() -> None:
+    """No recursion when a slot is found through a class its own class is not a base of."""
+
+    class Klass:
+        pass
+
+    with patchscope.redirect_attr(Klass, "attr", 1, scope="context", create=True):
+        slot = vars(Klass)["attr"]
+        Other = type("Other", (), {"attr": slot})
+
+        def read() -> object:
+            return Other.attr
+
+        with pytest.raises(AttributeError):
+            contextvars.Context().run(read)  # no value of ours in a fresh context
+        with pytest.raises(TypeError, match="owner must be a class"):
+            contextvars.Context().run(slot.__get__, None, 5)
+        assert Klass.attr == 1
+
+
+class _Built:
+    """A class with a __new__ of its own."""
+
+    def __new__(cls, *args: object) -> _Built:
+        obj = super().__new__(cls)
+        obj.by_own_new = True
+        return obj
+
+
+class _Replacement:
+    pass
+
+
+@pytest.mark.parametrize("scope", ["process", "context"])
+def test_a_dispatcher_called_after_the_last_activation_ended_uses_the_classs_own_new(
+    scope: str,
+) -> None:
+    """A thread that fetched the dispatcher just before the end still constructs correctly."""
+    with patchscope.redirect_construction(_Built, _Replacement, scope=scope):
+        fetched = vars(_Built)["__new__"]
+    assert vars(_Built)["__new__"] is not fetched
+    built = fetched.__func__(_Built)
+    assert type(built) is _Built
+    assert built.by_own_new
+
+
+class _Refusing(type):
+    """A metaclass whose setattr fails while armed."""
+
+    armed = False
+
+    def __setattr__(cls, name: str, value: object) -> None:
+        if _Refusing.armed:
+            raise RuntimeError("refused")
+        super().__setattr__(name, value)
+
+
+def test_a_dispatcher_a_failed_restore_left_still_knows_the_original() -> None:
+    """The next activation's exit puts the class's own __new__ back, not nothing."""
+
+    class Klass(metaclass=_Refusing):
+        def __new__(cls) -> Klass:
+            obj = super().__new__(cls)
+            obj.by_own_new = True
+            return obj
+
+    own = vars(Klass)["__new__"]
+    redirect = patchscope.redirect_construction(Klass, _Replacement, scope="process")
+    act = redirect.start()
+    _Refusing.armed = True
+    try:
+        with pytest.raises(patchscope.RestoreError):
+            act.stop()
+    finally:
+        _Refusing.armed = False
+    assert vars(Klass)["__new__"] is not own  # the dispatcher stayed
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", patchscope.RedirectConflictWarning)
+        with redirect:
+            assert type(Klass()) is _Replacement
+    assert vars(Klass)["__new__"] is own
+    assert Klass().by_own_new
+
+
+def test_a_dispatcher_left_on_a_class_is_never_taken_for_its_original() -> None:
+    """A dispatcher in vars(cls) that the registry lost: the class's own __new__ comes back."""
+
+    class Klass:
+        def __new__(cls) -> Klass:
+            return super().__new__(cls)
+
+    own = vars(Klass)["__new__"]
+    first = patchscope.redirect_construction(Klass, _Replacement, scope="process")
+    act = first.start()
+    key = (id(Klass), "__new__")
+    lost = _registry.entries.pop(key)  # what a registry that lost its record looks like
+    try:
+        with patchscope.redirect_construction(Klass, _Replacement, scope="process"):
+            assert type(Klass()) is _Replacement
+        assert vars(Klass)["__new__"] is own
+        assert type(Klass()) is Klass
+    finally:
+        _registry.entries.setdefault(key, lost)
+        with warnings.catch_warnings():
+            # The lost record still says the dispatcher is installed: it is not.
+            warnings.simplefilter("ignore", patchscope.RedirectConflictWarning)
+            act.stop()
+    assert vars(Klass)["__new__"] is own
