@@ -238,6 +238,19 @@ def shapes(t: Targets) -> dict[str, Callable[[], Any]]:
 SHAPES = tuple(shapes(Targets()))
 
 
+def _loop(body: Callable[[], object]) -> None:
+    """Run *body* until SIGINT.
+
+    The flag ends the loop even when the KeyboardInterrupt was raised, and
+    swallowed, inside a garbage-collector callback. The loop sits in a function
+    of its own because CPython 3.13 leaves a while loop's backward jump outside
+    the enclosing ``try`` (gh-130279): a signal handled there escapes the
+    ``except``. Raised here, it reaches the caller's ``try`` at the call.
+    """
+    while not _signalled:
+        body()
+
+
 def trial(shape: str) -> str:
     """One interrupted loop of *shape*; its verdict line."""
     t = Targets()
@@ -245,10 +258,7 @@ def trial(shape: str) -> str:
     _signalled.clear()
     try:
         print("ready", flush=True)
-        # The flag ends the loop even when the KeyboardInterrupt was raised,
-        # and swallowed, inside a garbage-collector callback.
-        while not _signalled:
-            body()
+        _loop(body)
     except KeyboardInterrupt:
         pass
     except BaseException as exc:

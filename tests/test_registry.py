@@ -92,7 +92,7 @@ def test_a_during_whose_warning_is_an_error_leaves_nothing_behind() -> None:
     holder = types.SimpleNamespace(x=1)
     wrapped = patchscope.during(Klass, "method", patchscope.redirect_attr(holder, "x", 2))
     with patchscope.redirect_attr(Klass, "method", lambda self: "outer"):
-        Klass.method = someone = lambda self: "someone else's"  # type: ignore[method-assign]
+        Klass.method = lambda self: "someone else's"  # type: ignore[method-assign]
         with pytest.raises(patchscope.RedirectConflictWarning):  # an error in this suite
             wrapped.start()
         assert len(patchscope.active()) == 1
