@@ -517,14 +517,15 @@ def combine(*redirects: Redirect) -> Redirect:
 class Deferred(Redirect):
     """A redirect chosen afresh at each activation by a factory (None: install nothing)."""
 
-    __slots__ = ("__weakref__", "_factory", "_handles")
+    __slots__ = ("__weakref__", "_factory", "_handles", "_scope")
 
-    def __init__(self, factory: Callable[[], Redirect | None]) -> None:
+    def __init__(self, factory: Callable[[], Redirect | None], scope: str = "process") -> None:
         self._factory = factory
         self._handles: list[Any] = []
+        self._scope = scope
 
     def _args(self) -> tuple[Any, ...]:
-        return (self._factory,)
+        return (self._factory, self._scope)
 
     def _activate(self, code: Any, lasti: int) -> Activation | ActivationGroup:
         redirect = self._factory()
@@ -536,13 +537,23 @@ class Deferred(Redirect):
         return f"deferred({self._factory!r})"
 
 
-def deferred(factory: Callable[[], Redirect | None]) -> Redirect:
+def deferred(factory: Callable[[], Redirect | None], scope: str = "process") -> Redirect:
     """A Redirect that calls *factory* at each activation and activates its result.
 
     Used where what to redirect depends on run-time state (the active device);
-    ``None`` from the factory means "install nothing this time".
+    ``None`` from the factory means "install nothing this time". *scope* is
+    the scope of what the factory returns, for :func:`during`.
     """
-    return Deferred(factory)
+    return Deferred(factory, check_scope(scope))
+
+
+def scope_of(redirect: Redirect) -> str:
+    """``"context"`` when everything *redirect* installs is context-scoped, else ``"process"``."""
+    if isinstance(redirect, Combined):
+        parts = {scope_of(part) for part in redirect._parts}
+        return "context" if parts == {"context"} else "process"
+    scope = getattr(redirect, "_scope", None)
+    return "context" if scope == "context" else "process"
 
 
 class During(Redirect, RedirectCore):
@@ -556,7 +567,14 @@ class During(Redirect, RedirectCore):
         self._name = name
         self._inner = inner
         self._replacement = ABSENT  # activations show their wrapper
-        self._scope = "process"
+        # Context-scoped redirects reach only calls made in the activating
+        # context, so the wrapper that activates them is installed in the same
+        # scope: other threads and tasks keep calling the original.
+        # Context slots exist for module and class attributes only: on any
+        # other object the wrapper is installed for every thread, as before.
+        slotted = isinstance(owner, (str, type, types.ModuleType))
+        self._scope = scope_of(inner) if slotted else "process"
+        self._ctx = self._scope == "context"
 
     def _args(self) -> tuple[Any, ...]:
         return (self._target, self._name, self._inner)
@@ -593,8 +611,14 @@ def during(owner: object, method_name: str, *redirects: Redirect) -> Redirect:
     the redirects. Ending it restores the exact original (by identity in
     ``vars(owner)``, or deletes the wrapper if the method was inherited).
 
-    Thread safety: as for every :class:`Redirect`; the wrapper is installed
-    process-wide, the redirects it activates keep their own scope.
+    Thread safety: as for every :class:`Redirect`. The wrapper has the scope
+    of *redirects*: when all of them are context-scoped (the default of
+    ``redirect_attr`` with ``scope="context"``, of ``device_events()`` and
+    ``device_namespace()``), only calls made in the activating thread or
+    asyncio task run with them, and calls from other contexts run the
+    original at the same time. If any of them is process-scoped, or *owner*
+    is neither a class nor a module, the wrapper is installed for every
+    thread.
     """
     method_name = check_name(method_name)
     if not redirects:

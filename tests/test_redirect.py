@@ -11,6 +11,7 @@ import warnings
 
 import pytest
 from _targets import FACTORIES, Case
+from _threads import in_other_thread
 
 import patchscope
 from patchscope import (
@@ -421,6 +422,59 @@ def test_during_staticmethod_keeps_binding() -> None:
     with during(C, "f", redirect_attr(mod, "x", 10)):
         assert C.f(1) == 11 and C().f(1) == 11
     assert C.f(1) == 2
+
+
+@pytest.mark.parametrize("owner_kind", ["class", "inherited", "staticmethod"])
+def test_during_with_context_redirects_leaves_other_threads_alone(owner_kind: str) -> None:
+    """Context-scoped redirects: only the activating context's calls are wrapped."""
+    mod = types.ModuleType("m")
+    mod.kind = "orig"
+
+    class Base:
+        def __init__(self) -> None:
+            self.seen = mod.kind
+
+        @staticmethod
+        def probe() -> str:
+            return str(mod.kind)
+
+    class Sub(Base):
+        pass
+
+    owner, name = {
+        "class": (Base, "__init__"),
+        "inherited": (Sub, "__init__"),
+        "staticmethod": (Base, "probe"),
+    }[owner_kind]
+    call = (lambda: owner().seen) if name == "__init__" else (lambda: owner.probe())
+    before = dict(vars(owner))
+    wrapped = during(owner, name, redirect_attr(mod, "kind", "new", scope="context"))
+    with wrapped:
+        assert call() == "new"
+        assert in_other_thread(call) == "orig"
+    assert dict(vars(owner)) == before
+    assert call() == "orig" and patchscope.active() == ()
+
+
+def test_during_scope_follows_its_redirects() -> None:
+    """The wrapper is context-scoped only when everything it activates is."""
+    mod = types.ModuleType("m")
+    mod.x = mod.y = 0
+
+    class C:
+        def run(self) -> int:
+            return int(mod.x) + int(mod.y)
+
+    ctx = redirect_attr(mod, "x", 1, scope="context")
+    proc = redirect_attr(mod, "y", 2)
+    with during(C, "run", ctx):
+        assert C().run() == 1 and in_other_thread(lambda: C().run()) == 0
+    with during(C, "run", ctx, proc):  # a process-scoped part reaches every thread
+        assert C().run() == 3 and in_other_thread(lambda: C().run()) == 3
+    instance = C()
+    with during(instance, "run", ctx):  # no context slot on an instance: every thread
+        assert instance.run() == 1 and in_other_thread(instance.run) == 1
+    assert C().run() == 0 and "run" not in vars(instance)
 
 
 def test_during_missing_method() -> None:

@@ -4,17 +4,26 @@ CPU work is synchronous: when ``record()`` returns, everything issued before
 it has finished. So an event is just the moment it was recorded, a stream is
 a label, and waiting is already done. Timing uses ``time.perf_counter_ns()``,
 a monotonic high-resolution clock, like Inductor's ``CpuInterface.Event``.
+
+Device-generic CPU objects (``torch.Stream("cpu")``, ``torch.Event("cpu")``)
+stand for the same host work, so host events and streams accept them wherever
+``torch.cuda``'s versions accept a CUDA stream or event: half-migrated code
+mixes both.
 """
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import torch
+
+# torch.Stream's numeric device type for the host (c10::DeviceType::CPU).
+_CPU = 0
+# Stream ids: 0 is the default stream, the one torch.Stream("cpu") also names.
+_stream_ids = itertools.count(1)
 
 
 class HostEvent:
@@ -26,8 +35,12 @@ class HostEvent:
     capture); ``interprocess=True`` is accepted, but :meth:`ipc_handle`
     raises, since a host event cannot be shared with another process.
 
-    :meth:`elapsed_time` returns the milliseconds between two records and
-    raises the same errors as ``torch.cuda.Event``, in the same order.
+    It speaks ``torch.Event``'s protocol: ``record``, ``wait``, ``query``,
+    ``synchronize``, ``elapsed_time``, ``ipc_handle``, ``device`` and
+    ``event_id``. ``record()`` and ``wait()`` take a :class:`HostStream`, a
+    device-generic ``torch.Stream("cpu")`` or None. :meth:`elapsed_time`
+    returns the milliseconds between two records and raises the same errors
+    as ``torch.cuda.Event``, in the same order.
 
     Thread safety: an event may be recorded, queried and timed from several
     threads; each record is one atomic store, and the latest one wins, as on
@@ -49,12 +62,22 @@ class HostEvent:
         self._external = bool(external)
         self._recorded_ns: int | None = None
 
-    def record(self, stream: HostStream | None = None) -> None:
+    @property
+    def device(self) -> torch.device:
+        """``torch.device("cpu")``: host events belong to the host."""
+        return torch.device("cpu")
+
+    @property
+    def event_id(self) -> int:
+        """0: a host event has no native handle (``torch.Event("cpu").event_id`` is 0 too)."""
+        return 0
+
+    def record(self, stream: torch.Stream | None = None) -> None:
         """Mark this moment; all host work issued before it has finished."""
         _check_stream(stream, "HostEvent.record")
         self._recorded_ns = time.perf_counter_ns()
 
-    def wait(self, stream: HostStream | None = None) -> None:
+    def wait(self, stream: torch.Stream | None = None) -> None:
         """Make later work on ``stream`` wait for this event: already true on the host."""
         _check_stream(stream, "HostEvent.wait")
 
@@ -92,14 +115,20 @@ class HostEvent:
         return f"<patchscope.torch.HostEvent enable_timing={self._enable_timing} {state}>"
 
 
-class HostStream:
-    """``torch.cuda.Stream`` for work the host runs synchronously.
+class HostStream(torch.Stream):
+    """``torch.cuda.Stream`` for work the host runs synchronously: a ``torch.Stream`` of the CPU.
 
     Takes ``torch.cuda.Stream``'s ``device`` and ``priority`` and ignores the
     device. All its waits are already satisfied, so ``query()`` is always
-    True and ``synchronize()`` returns at once. Use it with the ``stream()``
-    context manager that :func:`patchscope.torch.device_namespace` installs as
-    ``torch.cuda.stream``.
+    True and ``synchronize()`` returns at once.
+
+    It is a ``torch.Stream`` (device ``cpu``, index -1, a ``stream_id`` of its
+    own), so ``stream_id``, ``device_index``, ``device_type``, ``==`` and
+    ``hash`` are torch's own: the default host stream has id 0 and equals
+    ``torch.Stream("cpu")``. ``with stream:`` makes it this thread's current
+    stream, as ``torch.cuda.stream(stream)`` does; ``is_capturing()`` is False
+    (the host has no graphs). ``wait_event``, ``wait_stream`` and
+    ``record_event`` also take device-generic CPU events and streams.
 
     Thread safety: a stream holds no mutable state and may be used from any
     thread; which stream is *current* is per thread, as on CUDA.
@@ -107,18 +136,13 @@ class HostStream:
 
     __slots__ = ("priority",)
 
+    def __new__(
+        cls, device: torch.device | str | int | None = None, priority: int = 0
+    ) -> HostStream:
+        return _new_stream(cls, next(_stream_ids))
+
     def __init__(self, device: torch.device | str | int | None = None, priority: int = 0) -> None:
         self.priority = priority
-
-    @property
-    def device(self) -> torch.device:
-        """``torch.device("cpu")``: host streams run on the host."""
-        return torch.device("cpu")
-
-    @property
-    def device_type(self) -> str:
-        """``"cpu"``."""
-        return "cpu"
 
     def query(self) -> bool:
         """Return True: all work submitted to a host stream has finished."""
@@ -127,39 +151,98 @@ class HostStream:
     def synchronize(self) -> None:
         """Wait for all work on this stream: already finished on the host."""
 
+    def is_capturing(self) -> bool:
+        """Return False: the host captures no graphs."""
+        return False
+
     def wait_event(self, event: Any) -> None:
-        """Make later work on this stream wait for ``event``."""
-        event.wait(self)
+        """Make later work on this stream wait for ``event``: already true on the host."""
+        _check_event(event, "HostStream.wait_event")
+        if isinstance(event, HostEvent):
+            event.wait(self)
 
     def wait_stream(self, stream: Any) -> None:
         """Make later work on this stream wait for the work already on ``stream``."""
-        self.wait_event(stream.record_event())
+        _check_stream(stream, "HostStream.wait_stream")
 
     def record_event(self, event: Any = None) -> Any:
         """Record ``event`` (a new :class:`HostEvent` when None) on this stream and return it."""
         if event is None:
             event = HostEvent()
-        event.record(self)
+        _check_event(event, "HostStream.record_event")
+        if isinstance(event, HostEvent):
+            event.record(self)
         return event
 
+    def __enter__(self) -> HostStream:
+        _push(self)
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        _pop()
+
     def __repr__(self) -> str:
-        return f"<patchscope.torch.HostStream priority={self.priority} at {id(self):#x}>"
+        return (
+            f"<patchscope.torch.HostStream stream_id={self.stream_id} "
+            f"priority={self.priority} at {id(self):#x}>"
+        )
+
+
+def _new_stream(cls: type[HostStream], stream_id: int) -> HostStream:
+    stream: HostStream = torch.Stream.__new__(
+        cls, stream_id=stream_id, device_index=-1, device_type=_CPU
+    )
+    return stream
+
+
+def _is_host_stream(stream: object) -> bool:
+    """A host stream, or a device-generic stream of the CPU."""
+    return isinstance(stream, torch.Stream) and stream.device_type == _CPU
 
 
 def _check_stream(stream: object, where: str) -> None:
-    """Reject a stream that is not a host stream, as CUDA rejects another device's stream."""
-    if stream is not None and not isinstance(stream, HostStream):
-        raise TypeError(f"{where}() takes a HostStream or None, not {type(stream).__name__!r}")
+    """Reject another device's stream, as CUDA rejects one that is not CUDA's."""
+    if stream is not None and not _is_host_stream(stream):
+        raise TypeError(
+            f"{where}() takes a HostStream, a torch.Stream of the CPU or None, not {stream!r}"
+        )
 
 
-_DEFAULT_STREAM = HostStream()
-# The current stream is per thread, as CUDA's is.
+def _check_event(event: object, where: str) -> None:
+    """Accept host events and device-generic CPU events."""
+    if isinstance(event, HostEvent):
+        return
+    if isinstance(event, torch.Event) and event.device.type == "cpu":
+        return
+    raise TypeError(f"{where}() takes a HostEvent or a torch.Event of the CPU, not {event!r}")
+
+
+_DEFAULT_STREAM = _new_stream(HostStream, 0)
+_DEFAULT_STREAM.priority = 0
+# The current stream is per thread, as CUDA's is; ``with stream:`` pushes.
 _current = threading.local()
 
 
-def current_stream(device: torch.device | str | int | None = None) -> HostStream:
+def _stack() -> list[torch.Stream]:
+    stack: list[torch.Stream] | None = getattr(_current, "stack", None)
+    if stack is None:
+        stack = _current.stack = []
+    return stack
+
+
+def _push(stream: torch.Stream) -> None:
+    _check_stream(stream, "torch.cuda.stream")
+    _stack().append(current_stream())
+    _current.stream = stream
+
+
+def _pop() -> None:
+    _current.stream = _stack().pop()
+
+
+def current_stream(device: torch.device | str | int | None = None) -> torch.Stream:
     """Return this thread's current host stream (``torch.cuda.current_stream``'s stand-in)."""
-    stream: HostStream = getattr(_current, "stream", _DEFAULT_STREAM)
+    stream: torch.Stream = getattr(_current, "stream", _DEFAULT_STREAM)
     return stream
 
 
@@ -168,19 +251,50 @@ def default_stream(device: torch.device | str | int | None = None) -> HostStream
     return _DEFAULT_STREAM
 
 
-@contextmanager
-def stream_context(stream: HostStream | None) -> Iterator[None]:
-    """Make ``stream`` this thread's current host stream inside the block; None changes nothing."""
+def set_stream(stream: torch.Stream | None) -> None:
+    """Make ``stream`` this thread's current host stream; None changes nothing.
+
+    ``torch.cuda.set_stream``'s stand-in; like it, it is not undone by itself
+    (prefer ``with stream:``).
+    """
     if stream is None:
-        yield
         return
-    _check_stream(stream, "torch.cuda.stream")
-    previous = current_stream()
+    _check_stream(stream, "torch.cuda.set_stream")
     _current.stream = stream
-    try:
-        yield
-    finally:
-        _current.stream = previous
+
+
+def is_current_stream_capturing() -> bool:
+    """Return False: no graph is captured on the host (``torch.cuda``'s stand-in)."""
+    return False
+
+
+class HostStreamContext:
+    """``torch.cuda.StreamContext`` for host streams: ``stream`` is current inside the block.
+
+    None changes nothing, as in torch. Entering it twice nests: each exit
+    restores the stream that was current at the matching entry.
+
+    Thread safety: the current stream is per thread; one context object
+    should be entered by one thread at a time, as torch's.
+    """
+
+    def __init__(self, stream: torch.Stream | None) -> None:
+        if stream is not None:
+            _check_stream(stream, "torch.cuda.StreamContext")
+        self.stream = stream
+
+    def __enter__(self) -> None:
+        if self.stream is not None:
+            _push(self.stream)
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self.stream is not None:
+            _pop()
+
+
+def stream_context(stream: torch.Stream | None) -> HostStreamContext:
+    """Make ``stream`` this thread's current host stream inside the block; None changes nothing."""
+    return HostStreamContext(stream)
 
 
 def synchronize(device: torch.device | str | int | None = None) -> None:

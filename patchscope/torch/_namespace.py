@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import sys
 from collections.abc import Callable
 from types import ModuleType
 from typing import Any, Literal
@@ -22,8 +23,17 @@ Scope = Literal["context", "process"]
 # may have rebound ``torch.cuda.Event``; these are what construction reaches.
 _CUDA_EVENT = torch.cuda.streams.Event
 _CUDA_STREAM = torch.cuda.streams.Stream
+_CUDA_STREAM_CONTEXT = torch.cuda.StreamContext
+_CUDA_EXTERNAL_STREAM = torch.cuda.streams.ExternalStream
 # The ``torch.cuda`` functions that device_namespace redirects by name.
-_FUNCTIONS = ("current_stream", "default_stream", "stream", "synchronize")
+_FUNCTIONS = (
+    "current_stream",
+    "default_stream",
+    "is_current_stream_capturing",
+    "set_stream",
+    "stream",
+    "synchronize",
+)
 
 
 def device_events(
@@ -49,7 +59,7 @@ def device_events(
     ``scope="process"`` makes it visible to all threads.
     """
     _check(device, scope)
-    return deferred(lambda: _events_redirect(device_event_class(device), scope))
+    return deferred(lambda: _events_redirect(device_event_class(device), scope), scope)
 
 
 def device_namespace(
@@ -57,16 +67,21 @@ def device_namespace(
 ) -> Redirect:
     """Point ``torch.cuda``'s event and stream API at ``device`` (the active device when None).
 
-    Redirects ``Event``, ``Stream``, ``current_stream``, ``default_stream``,
-    ``stream`` (the context manager) and ``synchronize`` of ``torch.cuda`` to
+    Redirects ``Event``, ``Stream``, ``StreamContext``, ``current_stream``,
+    ``default_stream``, ``set_stream``, ``stream`` (the context manager),
+    ``is_current_stream_capturing`` and ``synchronize`` of ``torch.cuda`` to
     the device's equivalents, so unmodified CUDA code runs: overlap with
-    ``torch.cuda.stream(aux)``, ``event.record()``/``wait()``, timing with
-    ``elapsed_time``. On CPU these are :class:`HostEvent`, :class:`HostStream`
-    and their functions; a backend without streams of its own (MPS) gets the
-    host streams with its own events. ``Event`` and ``Stream`` are redirected
-    at construction, so ``from torch.cuda import Stream`` is reached too; the
-    four functions are rebound by name on ``torch.cuda``. A backend without a
-    ``default_stream`` (XPU) gets one that raises NotImplementedError.
+    ``torch.cuda.stream(aux)`` or ``with aux:``, ``event.record()``/``wait()``,
+    timing with ``elapsed_time``. On CPU these are :class:`HostEvent`,
+    :class:`HostStream` and their functions, which also accept the
+    device-generic ``torch.Stream("cpu")`` and ``torch.Event("cpu")``; a
+    backend without streams of its own (MPS) gets the host streams with its
+    own events. ``Event``, ``Stream`` and ``StreamContext`` are redirected at
+    construction, so ``from torch.cuda import Stream`` is reached too; the
+    functions are rebound by name on ``torch.cuda``. ``ExternalStream`` is
+    redirected only to a backend that has external streams. A backend
+    without one of the functions (XPU's ``default_stream``) gets one that
+    raises NotImplementedError.
 
     The device is resolved at each activation; on CUDA nothing is installed.
     Usable in every form a Redirect has, like :func:`device_events`.
@@ -80,10 +95,14 @@ def device_namespace(
     def resolve() -> Redirect | None:
         device_type = device_type_of(device)
         return _namespace_redirect(
-            device_type, event_class_of(device_type), getattr(torch, device_type, None), scope
+            device_type,
+            event_class_of(device_type),
+            getattr(torch, device_type, None),
+            scope,
+            _dynamo_cuda_interface(),
         )
 
-    return deferred(resolve)
+    return deferred(resolve, scope)
 
 
 def _check(device: str | torch.device | None, scope: str) -> None:
@@ -108,31 +127,62 @@ def _events_redirect(event_class: type, scope: Scope) -> Redirect | None:
 
 @functools.cache
 def _namespace_redirect(
-    device_type: str, event_class: type, module: ModuleType | None, scope: Scope
+    device_type: str,
+    event_class: type,
+    module: ModuleType | None,
+    scope: Scope,
+    dynamo_interface: type | None,
 ) -> Redirect | None:
     """Return the combined redirect of torch.cuda's stream API to ``device_type``; None on CUDA."""
     if event_class is _CUDA_EVENT:
         return None
-    stream_class, functions = _streams(device_type, module)
+    classes, functions = _streams(device_type, module)
     return combine(
         redirect_construction(_CUDA_EVENT, event_class, scope=scope),
-        redirect_construction(_CUDA_STREAM, stream_class, scope=scope),
+        *(redirect_construction(cuda, own, scope=scope) for cuda, own in classes.items()),
         *(redirect_attr(torch.cuda, name, functions[name], scope=scope) for name in _FUNCTIONS),
+        *(
+            redirect_attr(dynamo_interface, name, staticmethod(functions[name]), scope=scope)
+            for name in _DYNAMO_BOUND
+            if dynamo_interface is not None and name in vars(dynamo_interface)
+        ),
     )
+
+
+# torch._dynamo.device_interface.CudaInterface binds these torch.cuda functions
+# once, as staticmethods, when it is defined: rebinding torch.cuda's names does
+# not reach them, so they are redirected on the class too. Its Event and Stream
+# are the torch.cuda classes, which construction redirects reach already.
+_DYNAMO_BOUND = ("current_stream", "set_stream", "stream", "synchronize")
+
+
+def _dynamo_cuda_interface() -> type | None:
+    """Dynamo's CUDA device interface, if torch._dynamo is loaded (never imported here)."""
+    module = sys.modules.get("torch._dynamo.device_interface")
+    interface = getattr(module, "CudaInterface", None)
+    return interface if isinstance(interface, type) else None
+
+
+_HOST_FUNCTIONS: dict[str, Callable[..., Any]] = {
+    "current_stream": _host.current_stream,
+    "default_stream": _host.default_stream,
+    "is_current_stream_capturing": _host.is_current_stream_capturing,
+    "set_stream": _host.set_stream,
+    "stream": _host.stream_context,
+    "synchronize": _host.synchronize,
+}
+_HOST_CLASSES: dict[type, type] = {
+    _CUDA_STREAM: _host.HostStream,
+    _CUDA_STREAM_CONTEXT: _host.HostStreamContext,
+}
 
 
 def _streams(
     device_type: str, module: ModuleType | None
-) -> tuple[type, dict[str, Callable[..., Any]]]:
-    """Return the stream class and the four stream functions that stand in for CUDA's."""
-    host: dict[str, Callable[..., Any]] = {
-        "current_stream": _host.current_stream,
-        "default_stream": _host.default_stream,
-        "stream": _host.stream_context,
-        "synchronize": _host.synchronize,
-    }
+) -> tuple[dict[type, type], dict[str, Callable[..., Any]]]:
+    """Return the classes (CUDA's -> the device's) and the stream functions that stand in."""
     if device_type == "cpu":
-        return _host.HostStream, host
+        return dict(_HOST_CLASSES), dict(_HOST_FUNCTIONS)
     if module is None:
         raise ValueError(
             f"device_namespace({device_type!r}) needs the torch.{device_type} module; "
@@ -141,10 +191,18 @@ def _streams(
     if not hasattr(module, "Stream"):
         # One queue (MPS): host streams keep CUDA code's ordering, since all
         # its work lands on that queue anyway; synchronize waits for it.
+        host = dict(_HOST_FUNCTIONS)
         host["synchronize"] = _without_device(module.synchronize)
-        return _host.HostStream, host
+        return dict(_HOST_CLASSES), host
+    classes: dict[type, type] = {_CUDA_STREAM: module.Stream}
+    context = getattr(module, "StreamContext", None)
+    if context is not None:
+        classes[_CUDA_STREAM_CONTEXT] = context
+    external = getattr(module, "ExternalStream", None)
+    if external is not None:
+        classes[_CUDA_EXTERNAL_STREAM] = external
     functions = {name: getattr(module, name, None) for name in _FUNCTIONS}
-    return module.Stream, {
+    return classes, {
         name: function if function is not None else _missing(device_type, name)
         for name, function in functions.items()
     }

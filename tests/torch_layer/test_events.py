@@ -251,8 +251,9 @@ def test_cuda_event_class_is_the_class_even_when_rebound() -> None:
 
 
 def test_host_stream_reports_its_device() -> None:
-    """HostStream.device is the CPU, as torch streams report theirs."""
+    """HostStream reports the CPU exactly as torch.Stream("cpu") does."""
     from patchscope.torch import HostStream
 
-    stream = HostStream()
-    assert stream.device == torch.device("cpu") and stream.device_type == "cpu"
+    stream, generic = HostStream(), torch.Stream("cpu")
+    assert stream.device == generic.device == torch.device("cpu")
+    assert (stream.device_type, stream.device_index) == (generic.device_type, generic.device_index)

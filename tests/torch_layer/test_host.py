@@ -115,14 +115,20 @@ def test_query_wait_synchronize_before_record() -> None:
     event.synchronize()
 
 
+def _cuda_stream() -> torch.Stream:
+    """A device-generic stream of CUDA, built without a GPU."""
+    return torch.Stream(stream_id=0, device_index=0, device_type=1)
+
+
 def test_record_and_wait_take_a_host_stream() -> None:
-    """record() and wait() accept a HostStream and reject another device's stream."""
-    event, stream = HostEvent(), HostStream()
-    event.record(stream)
-    event.wait(stream)
-    with pytest.raises(TypeError, match=r"HostStream or None.*'Stream'"):
-        event.record(torch.Stream("cpu"))
-    with pytest.raises(TypeError, match="HostStream or None"):
+    """record() and wait() accept host and generic CPU streams, and reject another device's."""
+    event = HostEvent()
+    for stream in (HostStream(), torch.Stream("cpu"), None):
+        event.record(stream)
+        event.wait(stream)
+    with pytest.raises(TypeError, match=r"torch.Stream of the CPU or None.*cuda"):
+        event.record(_cuda_stream())
+    with pytest.raises(TypeError, match=r"HostStream, a torch\.Stream of the CPU or None"):
         event.wait(object())  # type: ignore[arg-type]
 
 
@@ -157,7 +163,7 @@ def test_stream_api() -> None:
     """HostStream has torch.cuda.Stream's methods; all its work is already done."""
     stream, other = HostStream(priority=-1), HostStream(device="cuda:1")
     assert stream.priority == -1
-    assert stream.query() is True
+    assert stream.query() is True and stream.is_capturing() is False
     stream.synchronize()
     stream.wait_stream(other)
     event = stream.record_event()
@@ -166,7 +172,65 @@ def test_stream_api() -> None:
     timed = HostEvent(enable_timing=True)
     assert stream.record_event(timed) is timed
     stream.wait_event(timed)
-    assert "HostStream priority=-1" in repr(stream)
+    assert f"HostStream stream_id={stream.stream_id} priority=-1" in repr(stream)
+
+
+def test_streams_are_torch_streams_of_the_cpu() -> None:
+    """Each HostStream is a torch.Stream with an id of its own; the default one is torch's."""
+    first, second = HostStream(), HostStream()
+    assert isinstance(first, torch.Stream)
+    assert first.stream_id != second.stream_id and first != second
+    assert first == first and hash(first) == hash(first)
+    assert len({first, second, _host.default_stream()}) == 3
+    assert _host.default_stream() == torch.Stream("cpu")
+    assert hash(_host.default_stream()) == hash(torch.Stream("cpu"))
+
+
+def test_generic_cpu_streams_and_events_are_accepted() -> None:
+    """Half-migrated code mixes torch.Stream/torch.Event of the CPU with host ones."""
+    host = HostStream()
+    host.wait_stream(torch.Stream("cpu"))
+    host.wait_event(torch.Event("cpu"))
+    generic_event = torch.Event("cpu")
+    assert host.record_event(generic_event) is generic_event
+    with pytest.raises(TypeError, match=r"HostStream\.wait_stream"):
+        host.wait_stream(_cuda_stream())
+    with pytest.raises(TypeError, match=r"HostEvent or a torch\.Event of the CPU"):
+        host.wait_event(object())
+
+
+def test_with_stream_makes_it_current_and_nests() -> None:
+    """``with stream:`` is torch.Stream's context manager: current inside, restored after."""
+    outer, inner = HostStream(), HostStream()
+    default = _host.current_stream()
+    with outer as entered:
+        assert entered is outer and _host.current_stream() is outer
+        with inner:
+            assert _host.current_stream() is inner
+            with outer:
+                assert _host.current_stream() is outer
+            assert _host.current_stream() is inner
+        assert _host.current_stream() is outer
+    assert _host.current_stream() is default
+
+
+def test_set_stream_and_capture_query() -> None:
+    """set_stream() changes this thread's current stream; nothing is ever being captured."""
+    aux = HostStream()
+    default = _host.current_stream()
+    try:
+        _host.set_stream(aux)
+        assert _host.current_stream() is aux
+        _host.set_stream(None)
+        assert _host.current_stream() is aux
+        generic = torch.Stream("cpu")
+        _host.set_stream(generic)
+        assert _host.current_stream() is generic
+    finally:
+        _host.set_stream(default)
+    assert _host.is_current_stream_capturing() is False
+    with pytest.raises(TypeError, match=r"torch\.cuda\.set_stream"):
+        _host.set_stream(_cuda_stream())
 
 
 def test_stream_context_sets_the_current_stream_per_thread() -> None:
@@ -198,7 +262,11 @@ def test_stream_context_restores_after_an_error() -> None:
 
 
 def test_stream_context_rejects_other_streams() -> None:
-    """torch.cuda.stream's stand-in takes host streams only."""
-    with pytest.raises(TypeError, match=r"torch.cuda.stream"):
-        with _host.stream_context(torch.Stream("cpu")):
-            pass
+    """torch.cuda.stream's stand-in takes host and generic CPU streams only."""
+    with pytest.raises(TypeError, match=r"torch.cuda.StreamContext"):
+        _host.stream_context(_cuda_stream())
+    context = _host.HostStreamContext(torch.Stream("cpu"))
+    with context:
+        assert _host.current_stream() is context.stream
+    with _host.HostStreamContext(None):
+        assert _host.current_stream() is _host.default_stream()

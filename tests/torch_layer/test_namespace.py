@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
+from _threads import in_other_thread
 
 torch = pytest.importorskip("torch")
 
@@ -25,7 +26,14 @@ from patchscope.torch import (  # noqa: E402
 )
 
 DUMMY = "Tried to instantiate dummy base class Event"
-NAMESPACE = ("current_stream", "default_stream", "stream", "synchronize")
+NAMESPACE = (
+    "current_stream",
+    "default_stream",
+    "is_current_stream_capturing",
+    "set_stream",
+    "stream",
+    "synchronize",
+)
 
 needs_no_cuda = pytest.mark.skipif(
     torch.cuda._is_compiled(), reason="needs a torch whose torch.cuda.Event cannot construct"
@@ -232,8 +240,8 @@ def test_process_scope_reaches_other_threads() -> None:
 
 
 @needs_no_cuda
-def test_namespace_on_cpu_redirects_all_six_names() -> None:
-    """On CPU, Event/Stream build host objects and the four functions are the host ones."""
+def test_namespace_on_cpu_redirects_every_name() -> None:
+    """On CPU, the classes build host objects and the functions are the host ones."""
     originals = {name: vars(torch.cuda)[name] for name in NAMESPACE}
     from torch.cuda import Stream as ImportedStream
 
@@ -244,8 +252,14 @@ def test_namespace_on_cpu_redirects_all_six_names() -> None:
         assert torch.cuda.current_stream() is torch.cuda.default_stream()
         with torch.cuda.stream(aux):
             assert torch.cuda.current_stream() is aux
+        with torch.cuda.StreamContext(aux):
+            assert torch.cuda.current_stream() is aux
         assert torch.cuda.synchronize() is None
+        assert torch.cuda.is_current_stream_capturing() is False
         assert torch.cuda.stream is _host.stream_context
+        torch.cuda.set_stream(aux)
+        assert torch.cuda.current_stream() is aux
+        torch.cuda.set_stream(torch.cuda.default_stream())
     assert {name: vars(torch.cuda)[name] for name in NAMESPACE} == originals
     for name, value in originals.items():
         assert getattr(torch.cuda, name) is value
@@ -276,6 +290,78 @@ def test_namespace_runs_overlap_and_timing_code() -> None:
     y, elapsed = device_namespace()(overlapped)(x)
     assert torch.equal(y, x @ x)
     assert elapsed >= 0.0
+
+
+@needs_no_cuda
+def test_during_device_events_stays_in_its_context() -> None:
+    """during(Model, "__init__", device_events()): other threads construct the original."""
+
+    class Model:
+        def __init__(self) -> None:
+            self.event = torch.cuda.Event()
+
+    def build_elsewhere() -> str:
+        try:
+            return type(Model().event).__name__
+        except RuntimeError as exc:
+            return str(exc)
+
+    with patchscope.during(Model, "__init__", device_events()):
+        assert isinstance(Model().event, HostEvent)
+        assert DUMMY in in_other_thread(build_elsewhere)
+    assert "__init__" in vars(Model) and patchscope.active() == ()
+
+
+@needs_no_cuda
+def test_dynamo_device_interface_is_reached() -> None:
+    """Dynamo's CudaInterface binds torch.cuda functions once; they are redirected there too."""
+    from torch._dynamo.device_interface import CudaInterface, get_interface_for_device
+
+    bound = {
+        name: vars(CudaInterface)[name] for name in ("current_stream", "stream", "synchronize")
+    }
+    with device_namespace():
+        interface = get_interface_for_device("cuda")
+        assert interface.synchronize is _host.synchronize
+        assert isinstance(interface.current_stream(), HostStream)
+        aux = interface.Stream()
+        with interface.stream(aux):
+            assert interface.current_stream() is aux
+        start, end = interface.Event(enable_timing=True), interface.Event(enable_timing=True)
+        start.record()
+        end.record()
+        interface.synchronize()
+        assert start.elapsed_time(end) >= 0.0
+        elsewhere = in_other_thread(lambda: CudaInterface.synchronize)
+        assert elsewhere is bound["synchronize"].__func__
+    assert {name: vars(CudaInterface)[name] for name in bound} == bound
+
+
+@needs_no_cuda
+def test_namespace_streams_are_torch_streams() -> None:
+    """Streams speak torch.Stream's protocol: ``with``, ids, capture state, equality."""
+    with device_namespace():
+        aux = torch.cuda.Stream()
+        with aux:  # vLLM's offloader enters its stream this way
+            assert torch.cuda.current_stream() == aux
+            assert torch.cuda.current_stream().stream_id == aux.stream_id
+        assert torch.cuda.current_stream() == torch.cuda.default_stream()
+        assert not aux.is_capturing() and aux.device_index == -1
+        assert {aux: "aux"}[aux] == "aux"
+        assert aux != torch.cuda.default_stream()
+
+
+@needs_no_cuda
+def test_namespace_accepts_device_generic_cpu_streams() -> None:
+    """Half-migrated code hands torch.Stream()/torch.Event() of the CPU to the CUDA API."""
+    with device_namespace():
+        torch.cuda.default_stream().wait_stream(torch.Stream())
+        torch.cuda.Event().record(torch.Stream("cpu"))
+        torch.cuda.current_stream().wait_event(torch.Event())
+        generic = torch.Stream("cpu")
+        with torch.cuda.stream(generic):
+            assert torch.cuda.current_stream() is generic
+        assert torch.cuda.current_stream() is torch.cuda.default_stream()
 
 
 def test_namespace_on_mps_uses_host_streams(
