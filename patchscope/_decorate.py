@@ -5,14 +5,19 @@ concurrent calls are independent (``mock.patch`` shares one patcher state and
 breaks; ANCHORS). Generators and async generators are activated only while
 their own code runs: the caller never sees the redirect between items
 (``mock.patch`` is already gone before the body runs; cpython gh-88893).
-Wrappers are ``wrapt.FunctionWrapper`` objects, so binding (instance, class and
-static methods), ``__wrapped__``, ``inspect.signature`` and the
-``inspect.is*function`` predicates stay those of the wrapped function.
+A plain function (and so a class's ``__init__``) is wrapped by a real
+function, which pickle finds by name and cloudpickle ships by value with its
+redirect (Ray, Dask, notebooks); generators, coroutines and other callables
+get a ``wrapt.FunctionWrapper``, pickled by name. Either way binding
+(instance, class and static methods), ``__wrapped__``, ``inspect.signature``
+and the ``inspect.is*function`` predicates stay those of the wrapped function.
 """
 
 from __future__ import annotations
 
+import functools
 import inspect
+import types
 from collections.abc import AsyncGenerator, Callable, Generator
 from typing import TYPE_CHECKING, Any
 
@@ -69,6 +74,10 @@ class _PyCallWrapper:
         finally:
             handle.stop()
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # A decorated function pickled by value carries its wrapper.
+        return (type(self), (self.redirect, self.code))
+
 
 def _twins(redirect: Redirect) -> tuple[Any, Any]:
     """(Guard, CallWrapper): the C twins for redirects the accelerator runs, else Python's."""
@@ -108,7 +117,9 @@ def wrap_callable(redirect: Redirect, fn: Callable[..., Any]) -> Any:
         driver = _run_activated
 
     if driver is None:
-        return wrapt.FunctionWrapper(fn, call_wrapper(redirect, code))
+        if type(fn) is types.FunctionType:
+            return _redirected_function(fn, call_wrapper(redirect, code))
+        return _Wrapper(fn, call_wrapper(redirect, code))
     drive = driver
 
     def step_wrapper(
@@ -118,7 +129,38 @@ def wrap_callable(redirect: Redirect, fn: Callable[..., Any]) -> Any:
         # the call, as they would undecorated.
         return drive(guard(redirect, code), wrapped(*args, **kwargs))
 
-    return wrapt.FunctionWrapper(fn, step_wrapper)
+    return _Wrapper(fn, step_wrapper)
+
+
+def _redirected_function(fn: types.FunctionType, call: Any) -> Callable[..., Any]:
+    """A plain function that runs *fn* through *call* (the redirect's call wrapper).
+
+    A real function, not a proxy: pickle finds it by its module and qualified
+    name, and cloudpickle (Ray, Dask, ``torch.multiprocessing`` with a
+    driver-defined class) ships it by value with its closure, so the copy
+    still activates the redirect. A proxy looks like the wrapped function to
+    cloudpickle, which would ship that function alone, undecorated.
+    """
+
+    def redirected(*args: Any, **kwargs: Any) -> Any:
+        return call(fn, None, args, kwargs)
+
+    functools.update_wrapper(redirected, fn)
+    return redirected
+
+
+if TYPE_CHECKING:
+    _FunctionWrapper = wrapt.FunctionWrapper[Any, Any]
+else:  # wrapt before 2.0 cannot be subscripted at run time
+    _FunctionWrapper = wrapt.FunctionWrapper
+
+
+class _Wrapper(_FunctionWrapper):
+    """The wrapt wrapper of what is not a plain function; pickled by its name, as functions are."""
+
+    def __reduce_ex__(self, protocol: object) -> str:
+        # pickle looks the name up in the module and checks it is this object.
+        return str(self.__qualname__)
 
 
 async def _run_activated(guard: Any, coro: Any) -> Any:

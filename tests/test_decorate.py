@@ -6,7 +6,10 @@ import asyncio
 import copy
 import functools
 import inspect
+import os
 import pickle
+import subprocess
+import sys
 import threading
 import types
 from typing import Any
@@ -36,6 +39,12 @@ class Decorated:
     def __init__(self, x: int, *, y: int = 0) -> None:
         self.x, self.y = x, y
         self.seen = state.flag
+
+
+@flag_on
+def module_generator() -> Any:
+    """A module-level decorated generator function (picklable by name)."""
+    yield state.flag
 
 
 class Child(Decorated):
@@ -263,6 +272,64 @@ def test_decorated_class_pickles_and_copies() -> None:
     assert pickle.loads(pickle.dumps(Decorated)) is Decorated
     for clone in (pickle.loads(pickle.dumps(obj)), copy.copy(obj), copy.deepcopy(obj)):
         assert type(clone) is Decorated and clone.x == 3
+
+
+def test_decorated_functions_pickle_by_name() -> None:
+    """pickle finds a decorated function by module and name, as it finds the function."""
+    assert pickle.loads(pickle.dumps(module_level)) is module_level
+    assert pickle.loads(pickle.dumps(module_generator)) is module_generator
+    assert inspect.isfunction(module_level) and inspect.isgeneratorfunction(module_generator)
+
+
+# Run in a fresh interpreter that has never seen the shipped code: what a Ray
+# or Dask worker does with a class or function defined in a driver script.
+_WORKER = """
+import pickle, string, sys
+Model, probe = pickle.loads(sys.stdin.buffer.read())
+print(Model().seen, probe(), string.digits)
+"""
+
+_SHIPPED = """
+import string
+import patchscope
+
+patched = patchscope.redirect_attr(string, "digits", "patched", scope="context")
+
+@patched
+class Model:
+    def __init__(self):
+        self.seen = string.digits
+
+@patched
+def probe():
+    return string.digits
+"""
+
+
+def test_decorations_survive_cloudpickle_by_value() -> None:
+    """A class and a function shipped by value (Ray, Dask) still activate their redirect."""
+    cloudpickle = pytest.importorskip("cloudpickle")
+    module = types.ModuleType("patchscope_shipped")
+    exec(_SHIPPED, module.__dict__)
+    sys.modules[module.__name__] = module
+    try:
+        cloudpickle.register_pickle_by_value(module)
+        try:
+            payload = cloudpickle.dumps((module.Model, module.probe))
+        finally:
+            cloudpickle.unregister_pickle_by_value(module)
+    finally:
+        del sys.modules[module.__name__]
+    worker = subprocess.run(
+        [sys.executable, "-c", _WORKER],
+        input=payload,
+        capture_output=True,
+        timeout=JOIN * 6,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+        check=False,
+    )
+    assert worker.returncode == 0, worker.stderr.decode()
+    assert worker.stdout.decode().split() == ["patched", "patched", "0123456789"]
 
 
 def test_class_without_own_init() -> None:

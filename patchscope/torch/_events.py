@@ -23,7 +23,7 @@ from typing import Any, ClassVar
 import torch
 
 from ._detect import device_type_of
-from ._host import HostEvent, HostStream
+from ._host import HostEvent, HostStream, _TorchStream
 
 _FLAGS = ("enable_timing", "blocking", "interprocess", "external")
 # Flags a backend may drop: they change how a wait is scheduled, not its result.
@@ -179,7 +179,7 @@ def _check_mps_stream(stream: object, method: str) -> None:
     """Accept the streams that all stand for MPS's single queue."""
     if stream is None or isinstance(stream, HostStream):
         return
-    if isinstance(stream, torch.Stream) and stream.device.type == "mps":
+    if isinstance(stream, _TorchStream) and stream.device.type == "mps":
         return
     raise TypeError(
         f"MpsEvent.{method}() takes None, an MPS stream or a HostStream, not {stream!r}"

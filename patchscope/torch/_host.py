@@ -20,6 +20,9 @@ from typing import Any
 
 import torch
 
+# The classes themselves: torch's names may be redirected while this code runs.
+_TorchStream = torch.Stream
+_TorchEvent = torch.Event
 # torch.Stream's numeric device type for the host (c10::DeviceType::CPU).
 _CPU = 0
 # Stream ids: 0 is the default stream, the one torch.Stream("cpu") also names.
@@ -115,7 +118,7 @@ class HostEvent:
         return f"<patchscope.torch.HostEvent enable_timing={self._enable_timing} {state}>"
 
 
-class HostStream(torch.Stream):
+class HostStream(_TorchStream):
     """``torch.cuda.Stream`` for work the host runs synchronously: a ``torch.Stream`` of the CPU.
 
     Takes ``torch.cuda.Stream``'s ``device`` and ``priority`` and ignores the
@@ -189,7 +192,7 @@ class HostStream(torch.Stream):
 
 
 def _new_stream(cls: type[HostStream], stream_id: int) -> HostStream:
-    stream: HostStream = torch.Stream.__new__(
+    stream: HostStream = _TorchStream.__new__(
         cls, stream_id=stream_id, device_index=-1, device_type=_CPU
     )
     return stream
@@ -197,7 +200,7 @@ def _new_stream(cls: type[HostStream], stream_id: int) -> HostStream:
 
 def _is_host_stream(stream: object) -> bool:
     """A host stream, or a device-generic stream of the CPU."""
-    return isinstance(stream, torch.Stream) and stream.device_type == _CPU
+    return isinstance(stream, _TorchStream) and stream.device_type == _CPU
 
 
 def _check_stream(stream: object, where: str) -> None:
@@ -212,7 +215,7 @@ def _check_event(event: object, where: str) -> None:
     """Accept host events and device-generic CPU events."""
     if isinstance(event, HostEvent):
         return
-    if isinstance(event, torch.Event) and event.device.type == "cpu":
+    if isinstance(event, _TorchEvent) and event.device.type == "cpu":
         return
     raise TypeError(f"{where}() takes a HostEvent or a torch.Event of the CPU, not {event!r}")
 

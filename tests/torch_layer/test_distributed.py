@@ -1,7 +1,16 @@
-"""A decorated model in a 2-process torch.distributed job: spawn pickling and no leaked patches."""
+"""Decorated code in other processes: a spawned torch.distributed job, cloudpickle, Ray.
+
+Spawn pickles by reference (the worker imports the decorated class); cloudpickle,
+which Ray and Dask use for code defined in a driver script or notebook, ships it
+by value. Either way the worker's constructions run with the decoration.
+"""
 
 import multiprocessing
+import os
 import queue
+import subprocess
+import sys
+from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -12,7 +21,7 @@ torch = pytest.importorskip("torch")
 dist = pytest.importorskip("torch.distributed")
 
 import patchscope  # noqa: E402
-from patchscope.torch import device_event_class, device_events  # noqa: E402
+from patchscope.torch import device_event_class, device_events, device_namespace  # noqa: E402
 
 WORLD_SIZE = 2
 TIMEOUT_S = 60
@@ -100,3 +109,112 @@ def test_decorated_model_in_spawned_gloo_job(
         assert report["sum"] == 3.0
         assert report["active"] == (0, 0)
         assert report["plain_event"] == _plain_event()
+
+
+def _shipped() -> tuple[type, Any]:
+    """A decorated model class and function, defined locally: cloudpickle ships them by value."""
+
+    @device_events()
+    class DriverModel(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.event = torch.cuda.Event(enable_timing=True)
+
+    @device_namespace()
+    def overlap() -> str:
+        aux = torch.cuda.Stream()
+        with torch.cuda.stream(aux):
+            done = torch.cuda.Event()
+            done.record()
+        torch.cuda.current_stream().wait_stream(aux)
+        return type(aux).__name__
+
+    return DriverModel, overlap
+
+
+def _worker_report(model_class: type, overlap: Any) -> dict[str, Any]:
+    """What a worker sees: the event class built, the stream class used, what is left active."""
+    return {
+        "event": type(model_class().event).__name__,
+        "stream": overlap(),
+        "active": len(patchscope.active()),
+        "plain_event": _plain_event(),
+    }
+
+
+def _expected() -> dict[str, Any]:
+    return {
+        "event": device_event_class().__name__,
+        "stream": "HostStream",
+        "active": 0,
+        "plain_event": _plain_event(),
+    }
+
+
+_WORKER = """
+import pickle, sys
+report, model_class, overlap = pickle.loads(sys.stdin.buffer.read())
+print(repr(report(model_class, overlap)))
+"""
+
+
+@pytest.mark.skipif(torch.cuda._is_compiled(), reason="needs a torch without CUDA")
+def test_decorations_shipped_by_value_work_in_a_fresh_interpreter() -> None:
+    """cloudpickle by value: the worker constructs device events and runs host streams."""
+    cloudpickle = pytest.importorskip("cloudpickle")
+    model_class, overlap = _shipped()
+    payload = cloudpickle.dumps((_worker_report, model_class, overlap))
+    worker = subprocess.run(
+        [sys.executable, "-c", _WORKER],
+        input=payload,
+        capture_output=True,
+        timeout=TIMEOUT_S,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+        check=False,
+    )
+    assert worker.returncode == 0, worker.stderr.decode()
+    assert eval(worker.stdout.decode()) == _expected()
+
+
+@pytest.fixture(scope="module")
+def ray_cluster() -> Iterator[Any]:
+    """A local one-CPU Ray cluster for this module's tests."""
+    ray = pytest.importorskip("ray")
+    # Everything this module defines travels by value, as a driver script's does.
+    this_module = sys.modules[__name__]
+    ray.cloudpickle.register_pickle_by_value(this_module)
+    ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)
+    try:
+        yield ray
+    finally:
+        ray.shutdown()
+        ray.cloudpickle.unregister_pickle_by_value(this_module)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(torch.cuda._is_compiled(), reason="needs a torch without CUDA")
+def test_decorations_work_in_ray_tasks_and_actors(ray_cluster: Any) -> None:
+    """A Ray task and a Ray actor built from driver-defined decorated code use device events."""
+    ray = ray_cluster
+    model_class, overlap = _shipped()
+
+    @ray.remote
+    def task() -> dict[str, Any]:
+        return _worker_report(model_class, overlap)
+
+    @ray.remote
+    class Holder:
+        def __init__(self) -> None:
+            self.model = model_class()
+
+        def report(self) -> dict[str, Any]:
+            return {
+                "event": type(self.model.event).__name__,
+                "stream": overlap(),
+                "active": len(patchscope.active()),
+                "plain_event": _plain_event(),
+            }
+
+    assert ray.get(task.remote(), timeout=TIMEOUT_S) == _expected()
+    holder = Holder.remote()  # type: ignore[attr-defined]
+    assert ray.get(holder.report.remote(), timeout=TIMEOUT_S) == _expected()
