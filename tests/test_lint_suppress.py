@@ -57,6 +57,14 @@ def test_directives_in_strings_are_not_directives() -> None:
     assert codes(source) == [(2, "PS001")]
 
 
+def test_a_directive_quoted_in_a_comment_is_prose() -> None:
+    """A comment that quotes ``# patchscope:`` mid-text is neither a directive nor PS007."""
+    source = "import torch\ntorch.cuda.Event()  #: see ``# patchscope: ignore [X]`` in docs\n"
+    assert codes(source) == [(2, "PS001")]
+    source = "import torch\ntorch.cuda.Event()  # noqa: E501  # patchscope: ignore[PS001]\n"
+    assert codes(source) == []
+
+
 def test_file_level_directive_silences_its_codes_everywhere() -> None:
     """``# patchscope: ignore-file[...]`` silences those codes in the whole file."""
     source = (

@@ -6,7 +6,9 @@ Two directives exist, each with or without a list of codes::
     # patchscope: ignore-file[PS002]                       the whole file
 
 Only real comments count: a file that mentions ``patchscope:`` at all is
-tokenized, so the text in a string literal is never a directive. Anything
+tokenized, so the text in a string literal is never a directive. Within a
+comment a directive starts it or follows white space (``# noqa: E501  #
+patchscope: ignore``), so a comment that quotes one in prose is not one. Anything
 after ``# patchscope:`` that is not exactly one of the two forms (``ignore
 [PS001]`` with a space, ``ignore-all``, ``ignore: PS001``, an unknown code) is
 reported as ``PS007`` and silences nothing, the mistake ``# noqa`` users know
@@ -63,6 +65,8 @@ def scan(path: str, data: bytes, text: str | None) -> tuple[list[Directive], lis
     malformed: list[Finding] = []
     for line, column, comment in _comments(text):
         for start in _START.finditer(comment):
+            if start.start() and not comment[start.start() - 1].isspace():
+                continue  # quoted in prose (``# patchscope:``), not a directive
             directive, problem = _parse(comment, start.start(), start.end())
             directive.line = line
             directive.column += column
