@@ -10,12 +10,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from patchscope.lint._checker import Finding, check_file, check_source
-from patchscope.lint._rules import CODES, RULES, RuleSet
+from patchscope.lint._rules import CODES, RULES, UNUSED_SUPPRESSION, RuleSet
 
 ALL = RuleSet(CODES)
+# What a run reports without --report-unused-suppressions.
+DEFAULT = RuleSet(set(CODES) - {UNUSED_SUPPRESSION})
 
 
-def findings(source: str, rules: RuleSet = ALL) -> list[tuple[int, int, str, str | None]]:
+def findings(source: str, rules: RuleSet = DEFAULT) -> list[tuple[int, int, str, str | None]]:
     """(line, column, code, api) of each finding in the dedented ``source``."""
     data = textwrap.dedent(source).encode()
     return [(f.line, f.column, f.code, f.api) for f in check_source(data, "t.py", rules)]
@@ -180,7 +182,7 @@ def test_every_rule_api(code: str, api: str) -> None:
 
 @pytest.mark.parametrize(
     "api",
-    ["is_available", "get_device_name", "memory", "amp", "nvtx", "reset_max_memory_allocated"],
+    ["is_available", "memory", "amp", "nvtx", "get_rng_state", "is_bf16_supported"],
 )
 def test_unlisted_apis_are_not_reported(api: str) -> None:
     """torch.cuda names outside the rule table are left alone."""
@@ -200,7 +202,7 @@ def test_comments_strings_and_docstrings_are_never_reported() -> None:
         torch.cuda.current_stream()
         """
         f = f"torch.cuda.device_count() is {1 + 1}"
-        annotation: "torch.cuda.Event"
+        annotation: Literal["torch.cuda.Event"]
 
         def g() -> None:
             """torch.cuda.mem_get_info() in a function docstring."""
@@ -369,17 +371,17 @@ def test_end_position_covers_the_api_only() -> None:
 
 def test_extend_apis_are_reported_as_ps005() -> None:
     """Names added with extend-apis, globs and dotted ones included, are PS005."""
-    rules = RuleSet(CODES, ["is_available", "get_device_*", "nvtx.range_push"])
+    rules = RuleSet(CODES, ["is_available", "get_arch_*", "nvtx.range_push"])
     source = """
         import torch
         torch.cuda.is_available()
-        torch.cuda.get_device_name(0)
+        torch.cuda.get_arch_list()
         torch.cuda.nvtx.range_push("x")
         torch.cuda.nvtx.range_pop()
     """
     assert findings(source, rules) == [
         (3, 1, "PS005", "torch.cuda.is_available"),
-        (4, 1, "PS005", "torch.cuda.get_device_name"),
+        (4, 1, "PS005", "torch.cuda.get_arch_list"),
         (5, 1, "PS005", "torch.cuda.nvtx.range_push"),
     ]
 
@@ -442,3 +444,88 @@ def test_findings_sort_by_path_then_position() -> None:
     b = Finding("a.py", 10, 1, "PS001", "m", 10, 2)
     c = Finding("b.py", 1, 1, "PS001", "m", 1, 2)
     assert sorted([c, b, a]) == [a, b, c]
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        pytest.param(
+            'import torch\ndef f(s: Optional["torch.cuda.Stream"]): ...\n',
+            [(2, 20, "torch.cuda.Stream")],
+            id="inside Optional[...]",
+        ),
+        pytest.param(
+            "import torch\nx: 'torch.cuda.Event'\n",
+            [(2, 5, "torch.cuda.Event")],
+            id="whole annotation",
+        ),
+        pytest.param(
+            'import torch.cuda as tc\ndef f() -> "tc.Stream | None": ...\n',
+            [(2, 13, "torch.cuda.Stream")],
+            id="return, through an alias",
+        ),
+        pytest.param(
+            "import torch\nx: \"Optional['torch.cuda.Event']\"\n",
+            [(2, 15, "torch.cuda.Event")],
+            id="quoted twice",
+        ),
+        pytest.param(
+            'import torch\nx: "torch.cuda.\\x45vent"\n',
+            [(2, 4, "torch.cuda.Event")],
+            id="escapes: at the string",
+        ),
+    ],
+)
+def test_quoted_annotations_are_checked(
+    source: str, expected: list[tuple[int, int, str | None]]
+) -> None:
+    """A string annotation is parsed and reported like the unquoted form."""
+    assert [(line, col, api) for line, col, _, api in findings(source)] == expected
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        'import torch\nx: Literal["torch.cuda.Event"]\n',
+        'import torch\nx: Annotated[int, "torch.cuda.Event"]\n',
+        'import torch\nx: "not an expression, torch.cuda.Event("\n',
+        'import torch\ndef f(x="torch.cuda.Event"): ...\n',
+    ],
+)
+def test_strings_that_are_not_types_are_not_parsed(source: str) -> None:
+    """Literal values, Annotated metadata, prose and defaults stay text."""
+    assert findings(source) == []
+
+
+@pytest.mark.parametrize(
+    ("api", "code"),
+    [
+        ("set_stream", "PS001"),
+        ("default_stream", "PS001"),
+        ("get_device_capability", "PS003"),
+        ("get_device_properties", "PS003"),
+        ("get_device_name", "PS003"),
+        ("reset_accumulated_memory_stats", "PS002"),
+        ("CUDAGraph", "PS006"),
+        ("graph", "PS006"),
+        ("make_graphed_callables", "PS006"),
+    ],
+)
+def test_apis_torch_accelerator_replaces_are_reported(api: str, code: str) -> None:
+    """The defaults cover streams, devices, memory and graphs with a torch.accelerator hint."""
+    [finding] = check_source(f"import torch\ntorch.cuda.{api}()\n".encode(), "t.py", ALL)
+    assert finding.code == code
+    assert "torch.accelerator." in finding.message
+
+
+def test_allow_apis_are_never_reported() -> None:
+    """allow-apis names (and globs) are skipped, through any spelling of the API."""
+    rules = RuleSet(CODES, allow_apis=["Event", "Stream"])
+    source = """
+        import torch
+        from torch.cuda.streams import Event
+        torch.cuda.Event()
+        torch.cuda.Stream()
+        torch.cuda.synchronize()
+    """
+    assert findings(source, rules) == [(6, 1, "PS001", "torch.cuda.synchronize")]

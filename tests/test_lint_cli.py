@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import re
@@ -13,6 +14,7 @@ import pytest
 
 from patchscope.__main__ import main as patchscope_main
 from patchscope.lint import main
+from patchscope.lint._rules import CODES
 
 DIRTY = "import torch\n\ntorch.cuda.synchronize()\ntorch.cuda.Event()\ntorch.cuda.empty_cache()\n"
 
@@ -125,7 +127,13 @@ def test_json_when_clean(project: Path, capsys: pytest.CaptureFixture[str]) -> N
 
 @pytest.mark.parametrize(
     "args",
-    [["--format", "xml"], ["--jobs", "0"], ["--no-such-option"], ["missing.py"]],
+    [
+        ["--format", "xml"],
+        ["--output-format", "sarif"],
+        ["--jobs", "0"],
+        ["--no-such-option"],
+        ["missing.py"],
+    ],
 )
 def test_usage_errors_exit_2(
     project: Path, capsys: pytest.CaptureFixture[str], args: list[str]
@@ -167,7 +175,7 @@ def test_help_lists_the_codes(capsys: pytest.CaptureFixture[str]) -> None:
     """``patchscope lint --help`` exits 0 and documents every code."""
     assert main(["--help"]) == 0
     out = capsys.readouterr().out
-    for code in ("PS000", "PS001", "PS002", "PS003", "PS004", "PS005"):
+    for code in CODES:
         assert code in out
 
 
@@ -215,3 +223,97 @@ def test_import_patchscope_does_not_import_the_lint_and_the_lint_not_torch(
         "assert 'torch' not in sys.modules, 'the lint imported torch'\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_github_output_format(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--output-format github prints one ::error workflow command per finding."""
+    assert main(["--output-format", "github", "dirty.py"]) == 1
+    first = capsys.readouterr().out.splitlines()[0]
+    assert first == (
+        "::error file=dirty.py,line=3,col=1,endLine=3,endColumn=23,title=PS001::"
+        "PS001 torch.cuda.synchronize is CUDA-only; use torch.accelerator.synchronize()"
+    )
+
+
+def test_github_output_escapes_what_the_runner_would_split(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Commas and colons in a file name are escaped; each finding stays one line."""
+    (project / "a,b:c.py").write_text("def f(:\n")
+    assert main(["--output-format=github", "a,b:c.py"]) == 1
+    line = capsys.readouterr().out
+    assert line.startswith("::error file=a%2Cb%3Ac.py,line=1,")
+    assert line.count("\n") == 1
+
+
+def test_stdin_with_a_filename_uses_that_files_settings(
+    project: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``-`` reads stdin; --stdin-filename names it and picks its settings."""
+    (project / "sub").mkdir()
+    (project / "sub" / "setup.cfg").write_text("[tool:patchscope.lint]\nignore = PS002\n")
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(DIRTY.encode())))
+    assert main(["-", "--stdin-filename", "sub/buffer.py"]) == 1
+    out = capsys.readouterr().out.splitlines()
+    assert [line.split(" ")[:2] for line in out] == [
+        ["sub/buffer.py:3:1:", "PS001"],
+        ["sub/buffer.py:4:1:", "PS001"],
+    ]
+    assert not (project / "sub" / "buffer.py").exists()
+
+
+def test_stdin_without_a_filename_is_named_dash(
+    project: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Findings read from stdin without a name are reported for ``-``."""
+    monkeypatch.setattr(
+        sys, "stdin", io.TextIOWrapper(io.BytesIO(b"import torch\ntorch.cuda.graph\n"))
+    )
+    assert main(["-"]) == 1
+    assert capsys.readouterr().out.startswith("-:2:1: PS006 ")
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (["-", "dirty.py"], "'-' (stdin) cannot be combined with other paths"),
+        (["--stdin-filename", "x.py", "dirty.py"], "--stdin-filename goes with '-'"),
+        (["--config", "nowhere.toml", "dirty.py"], "nowhere.toml: no such file"),
+    ],
+)
+def test_stdin_and_config_usage_errors(
+    project: Path, capsys: pytest.CaptureFixture[str], args: list[str], fragment: str
+) -> None:
+    """Misused stdin options and a missing --config file exit 2 and say why."""
+    assert main(args) == 2
+    assert fragment in capsys.readouterr().err
+
+
+def test_config_option_overrides_discovery(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--config FILE applies to every file, whatever configuration is nearer."""
+    (project / "pyproject.toml").write_text('[tool.patchscope.lint]\nignore = ["PS002"]\n')
+    (project / "ci").mkdir()
+    (project / "ci" / "strict.cfg").write_text("[tool:patchscope.lint]\nselect = PS002\n")
+    assert main(["--no-cache", "--config", "ci/strict.cfg", "dirty.py"]) == 1
+    assert [line.split(" ")[1] for line in capsys.readouterr().out.splitlines()] == ["PS002"]
+
+
+def test_report_unused_suppressions(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Unused suppressions are PS008 only with --report-unused-suppressions."""
+    (project / "s.py").write_text("x = 1  # patchscope: ignore[PS001]\n")
+    assert main(["s.py"]) == 0
+    assert main(["--report-unused-suppressions", "s.py"]) == 1
+    assert capsys.readouterr().out.startswith("s.py:1:8: PS008 PS001 in ")
+
+
+def test_findings_are_the_same_cold_and_warm(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The second run, from the cache, prints exactly what the first printed."""
+    assert main(["."]) == 1
+    cold = capsys.readouterr().out
+    assert (project / ".patchscope_cache").is_dir()
+    assert main(["."]) == 1
+    assert capsys.readouterr().out == cold

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import pytest
 
-from patchscope.lint import ConfigError, LintConfig, load_config
+from patchscope.lint import ConfigError, LintConfig, load_config, read_config
 from patchscope.lint._rules import CODES
 
 PYPROJECT = """
@@ -198,3 +199,93 @@ def test_unreadable_file_names_the_file(tmp_path: Path) -> None:
 def test_config_error_is_a_value_error() -> None:
     """Callers catching ValueError for bad input also catch ConfigError."""
     assert issubclass(ConfigError, ValueError)
+
+
+@pytest.mark.parametrize(
+    ("name", "text"),
+    [
+        (
+            "pyproject.toml",
+            '[tool.patchscope.lint]\nallow-apis = ["Event", "torch.cuda.Stream"]\n'
+            '[tool.patchscope.lint.per-file-ignores]\n"tests/*" = ["PS003", "PS004"]\n'
+            '"scripts" = ["PS001"]\n',
+        ),
+        (
+            "setup.cfg",
+            "[tool:patchscope.lint]\nallow-apis = Event, torch.cuda.Stream\n"
+            "per-file-ignores =\n    tests/*: PS003, PS004\n    scripts: PS001\n",
+        ),
+    ],
+)
+def test_allow_apis_and_per_file_ignores(tmp_path: Path, name: str, text: str) -> None:
+    """Both files take allow-apis (names under torch.cuda) and per-file-ignores."""
+    (tmp_path / name).write_text(text)
+    config = load_config(tmp_path)
+    assert config.allow_apis == ("Event", "Stream")
+    assert config.per_file_ignores == (("tests/*", ("PS003", "PS004")), ("scripts", ("PS001",)))
+
+
+@pytest.mark.parametrize(
+    ("text", "key", "fragment"),
+    [
+        ('allow-apis = ["Evnt"]', "allow-apis", "'Evnt' is not an API the lint reports; did you"),
+        (
+            '[tool.patchscope.lint.per-file-ignores]\n"tests/*" = ["PS042"]',
+            "per-file-ignores 'tests/*'",
+            "unknown code 'PS042'",
+        ),
+        ('per-file-ignores = ["tests/*"]', "per-file-ignores", "expected a table of glob"),
+        ('exclude = ["../vendor"]', "exclude", "reaches outside the configuration's directory"),
+        ('allow = ["/abs/path"]', "allow", "reaches outside"),
+    ],
+)
+def test_bad_policy_values_name_the_key(tmp_path: Path, text: str, key: str, fragment: str) -> None:
+    """Typos in allow-apis, unknown codes and escaping globs are refused clearly."""
+    (tmp_path / "pyproject.toml").write_text(f"[tool.patchscope.lint]\n{text}\n")
+    with pytest.raises(ConfigError) as info:
+        load_config(tmp_path)
+    assert str(info.value).startswith(
+        f"{tmp_path / 'pyproject.toml'}: [tool.patchscope.lint] {key}: "
+    )
+    assert fragment in str(info.value)
+
+
+def test_setup_cfg_per_file_line_without_a_colon_is_an_error(tmp_path: Path) -> None:
+    """setup.cfg per-file-ignores lines must read ``glob: CODE, ...``."""
+    (tmp_path / "setup.cfg").write_text("[tool:patchscope.lint]\nper-file-ignores =\n    tests\n")
+    with pytest.raises(ConfigError, match=re.escape("expected lines of 'glob: CODE, ...'")):
+        load_config(tmp_path)
+
+
+def test_read_config_takes_a_file_anywhere(tmp_path: Path) -> None:
+    """--config's file is read whatever its directory, and roots the globs there."""
+    (tmp_path / "ci").mkdir()
+    path = tmp_path / "ci" / "lint.toml"
+    path.write_text('[tool.patchscope.lint]\nignore = ["PS004"]\n')
+    config = read_config(path)
+    assert (config.ignore, config.root, config.source) == (
+        ("PS004",),
+        str(tmp_path / "ci"),
+        str(path),
+    )
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "fragment"),
+    [
+        ("missing.toml", None, "no such file"),
+        ("lint.yaml", "x: 1\n", "not a configuration file"),
+        (
+            "pyproject.toml",
+            "[tool.ruff]\nline-length = 1\n",
+            "has no [tool.patchscope.lint] section",
+        ),
+        ("setup.cfg", "[metadata]\nname = x\n", "has no [tool:patchscope.lint] section"),
+    ],
+)
+def test_read_config_errors(tmp_path: Path, name: str, text: str | None, fragment: str) -> None:
+    """A --config file that cannot supply settings says why and what to pass instead."""
+    if text is not None:
+        (tmp_path / name).write_text(text)
+    with pytest.raises(ConfigError, match=re.escape(fragment)):
+        read_config(tmp_path / name)

@@ -110,3 +110,44 @@ def test_allow_matches_relative_to_the_config_root(tmp_path: Path) -> None:
     assert selector.allowed(str(tmp_path / "pkg/ops/attn_cuda.py"))
     assert not selector.allowed(str(tmp_path / "pkg/platforms/xpu.py"))
     assert not FileSelector(LintConfig(root=str(tmp_path))).allowed(str(tmp_path / "a.py"))
+
+
+def test_each_file_follows_its_nearest_configuration(tmp_path: Path) -> None:
+    """A monorepo's sub-project keeps its own settings when linted from the root."""
+    tree(tmp_path, "app/a.py", "sub/pkg/b.py", "sub/vendor/c.py")
+    (tmp_path / "pyproject.toml").write_text('[tool.patchscope.lint]\nignore = ["PS004"]\n')
+    (tmp_path / "sub" / "setup.cfg").write_text(
+        "[tool:patchscope.lint]\nexclude = vendor\nallow = pkg\n"
+    )
+    selector = FileSelector()
+    assert collect_with(selector, tmp_path) == ["app/a.py", "sub/pkg/b.py"]
+    assert selector.settings(str(tmp_path / "app/a.py")).root == str(tmp_path)
+    assert selector.settings(str(tmp_path / "sub/pkg/b.py")).root == str(tmp_path / "sub")
+    assert selector.rules(str(tmp_path / "sub/pkg/b.py")).codes == {"PS000"}
+    assert "PS004" not in selector.rules(str(tmp_path / "app/a.py")).codes
+
+
+def test_globs_never_match_outside_their_configuration(tmp_path: Path) -> None:
+    """A sub-directory's ``tests`` glob does not reach a sibling's tests."""
+    tree(tmp_path, "sub/tests/a.py", "tests/b.py")
+    config = LintConfig(root=str(tmp_path / "sub"), exclude=("tests",), allow=("tests",))
+    selector = FileSelector(config)
+    assert selector.excluded(str(tmp_path / "sub/tests/a.py"))
+    assert not selector.excluded(str(tmp_path / "tests/b.py"))
+    assert not selector.allowed(str(tmp_path / "tests/b.py"))
+
+
+def test_per_file_ignores_remove_codes_for_matching_files(tmp_path: Path) -> None:
+    """per-file-ignores globs take codes away from the files they match only."""
+    config = LintConfig(
+        root=str(tmp_path), per_file_ignores=(("tests/*", ("PS003",)), ("*_cuda.py", ("PS001",)))
+    )
+    selector = FileSelector(config)
+    assert selector.rules(str(tmp_path / "tests/test_x.py")).codes == config.codes - {"PS003"}
+    assert selector.rules(str(tmp_path / "ops/attn_cuda.py")).codes == config.codes - {"PS001"}
+    assert selector.rules(str(tmp_path / "ops/attn.py")).codes == config.codes
+
+
+def collect_with(selector: FileSelector, root: Path) -> list[str]:
+    """What ``selector`` collects from ``root``, relative to it."""
+    return [os.path.relpath(p, root) for p in selector.collect([str(root)])]

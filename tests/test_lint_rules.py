@@ -4,13 +4,23 @@ from __future__ import annotations
 
 import pytest
 
-from patchscope.lint._rules import CODES, RULES, SUMMARIES, RuleSet
+from patchscope.lint._rules import CODES, RULES, SUMMARIES, RuleSet, known_api
 
 
 def test_codes_are_unique_and_ordered() -> None:
-    """PS000 (parse errors) comes first, the families next, PS005 last."""
-    assert CODES == ("PS000", "PS001", "PS002", "PS003", "PS004", "PS005")
-    assert [rule.code for rule in RULES] == ["PS001", "PS002", "PS003", "PS004"]
+    """PS000 (parse errors) first, then the families, PS005 (extend-apis), comments."""
+    assert CODES == (
+        "PS000",
+        "PS001",
+        "PS002",
+        "PS003",
+        "PS004",
+        "PS005",
+        "PS006",
+        "PS007",
+        "PS008",
+    )
+    assert [rule.code for rule in RULES] == ["PS001", "PS002", "PS003", "PS004", "PS006"]
     assert set(SUMMARIES) == set(CODES)
 
 
@@ -74,3 +84,23 @@ def test_defaults_take_precedence_over_extend_apis() -> None:
     """Listing a default API in extend-apis keeps its family code."""
     found = RuleSet(CODES, ["Event"]).match("torch.cuda.Event")
     assert found is not None and found.code == "PS001"
+
+
+def test_allow_apis_take_names_and_globs() -> None:
+    """An allowed API is not matched; others of its family still are."""
+    rules = RuleSet(CODES, allow_apis=["Event", "memory_*"])
+    assert rules.match("torch.cuda.Event") is None
+    assert rules.match("torch.cuda.streams.Event.record") is None
+    assert rules.match("torch.cuda.memory_summary") is None
+    assert rules.match("torch.cuda.Stream") is not None
+    assert rules.match("torch.cuda.empty_cache") is not None
+
+
+@pytest.mark.parametrize(
+    ("name", "known"),
+    [("Event", True), ("memory_stats", True), ("get_device_*", True), ("Evnt", False)],
+)
+def test_known_api(name: str, known: bool) -> None:
+    """allow-apis entries must cover something the table reports."""
+    assert known_api(name) is known
+    assert known_api("is_available", ["is_available"])

@@ -109,9 +109,7 @@ class World:
                         patchscope.redirect_attr(owner, name, value, create=create, scope=scope)
                     )
         for scope in ("process", "context"):
-            self.redirects.append(
-                patchscope.redirect_construction(Built, Replacement, scope=scope)
-            )
+            self.redirects.append(patchscope.redirect_construction(Built, Replacement, scope=scope))
         self.redirects.append(
             patchscope.combine(self.redirects[0], self.redirects[6], self.redirects[-1])
         )
@@ -271,15 +269,15 @@ def _py_group_activate(group: Any, code: Any, lasti: int) -> Any:
 
 
 C_TWIN = Twin(
-    lambda r, code, lasti: _accel.speedups.RedirectCore._c_activate(r, code, lasti)
-    if _accel.ACCELERATED
-    else None,
+    lambda r, code, lasti: (
+        _accel.speedups.RedirectCore._c_activate(r, code, lasti) if _accel.ACCELERATED else None
+    ),
     _c_enter,
     _c_exit,
     _c_stop,
-    lambda g, code, lasti: _accel.speedups.GroupCore._c_activate(g, code, lasti)
-    if _accel.ACCELERATED
-    else None,
+    lambda g, code, lasti: (
+        _accel.speedups.GroupCore._c_activate(g, code, lasti) if _accel.ACCELERATED else None
+    ),
 )
 PY_TWIN = Twin(_redirect._py_activate, _py_enter, _py_exit, _py_stop, _py_group_activate)
 

@@ -431,9 +431,7 @@ class ProcessScopeMachine(RuleBasedStateMachine):
 
 # One shrunk example per machine keeps a failing run short; the machines are
 # split so that each bug class fails its own test.
-ProcessScopeMachine.TestCase.settings = settings(
-    stateful_step_count=40, report_multiple_bugs=False
-)
+ProcessScopeMachine.TestCase.settings = settings(stateful_step_count=40, report_multiple_bugs=False)
 TestProcessScope = ProcessScopeMachine.TestCase
 
 
@@ -628,9 +626,7 @@ class ContextScopeMachine(RuleBasedStateMachine):
                 worker.close()
 
 
-ContextScopeMachine.TestCase.settings = settings(
-    stateful_step_count=30, report_multiple_bugs=False
-)
+ContextScopeMachine.TestCase.settings = settings(stateful_step_count=30, report_multiple_bugs=False)
 TestContextScope = ContextScopeMachine.TestCase
 
 
@@ -653,9 +649,7 @@ Observation = tuple[object, list[tuple[dict[str, object], object]]]
 
 def observe(value: object, targets: list[Target]) -> Observation:
     """The with-block's value, and a copy of ``vars()`` and ``getattr`` of every target."""
-    return value, [
-        (dict(vars(t.owner)), getattr(t.owner, t.name, MISSING)) for t in targets
-    ]
+    return value, [(dict(vars(t.owner)), getattr(t.owner, t.name, MISSING)) for t in targets]
 
 
 def run_schedule(

@@ -574,8 +574,9 @@ def test_nn_module_buffer_and_submodule_restored() -> None:
     mean = bn.running_mean
     sub = net.proj
     order = list(net.state_dict())
-    with redirect_attr(bn, "running_mean", torch.ones(2)), redirect_attr(
-        net, "proj", torch.nn.Identity()
+    with (
+        redirect_attr(bn, "running_mean", torch.ones(2)),
+        redirect_attr(net, "proj", torch.nn.Identity()),
     ):
         assert isinstance(net.proj, torch.nn.Identity)
         assert bn.running_mean.sum().item() == 2

@@ -210,8 +210,9 @@ def test_context_activations_stay_private_among_process_churn() -> None:
             for handle in handles:
                 handle.stop()
                 for target in originals:
-                    if not any(h.open and h.target is target and h.scope == "context"
-                               for h in handles):
+                    if not any(
+                        h.open and h.target is target and h.scope == "context" for h in handles
+                    ):
                         sees_no_other_context(target)
             exited.wait()
         for _ in range(FREE_ITERATIONS):

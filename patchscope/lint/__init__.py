@@ -15,11 +15,11 @@ Use it from the shell (``patchscope lint src/``), from pre-commit (hook id
         print(finding.path, finding.line, finding.code, finding.message)
 """
 
-from ._checker import Finding
 from ._cli import main
-from ._config import ConfigError, LintConfig, load_config
+from ._config import ConfigError, LintConfig, load_config, read_config
+from ._finding import Finding
 from ._rules import RULES, Rule
-from ._run import LintResult, lint_paths
+from ._run import LintResult, lint_paths, lint_source
 
 __all__ = [
     "RULES",
@@ -29,6 +29,8 @@ __all__ = [
     "LintResult",
     "Rule",
     "lint_paths",
+    "lint_source",
     "load_config",
     "main",
+    "read_config",
 ]

@@ -18,8 +18,12 @@ The walk resolves names the way Python binds them, closely enough for a lint:
 * The global name ``torch`` counts as the torch module when the file never
   binds it (it then comes from a star import or a test harness).
 
-Comments and string literals never reach the walk; expressions inside
-f-string braces are code and are checked.
+Comments and string literals never reach the walk, with one exception:
+a string in an annotation (``Optional["torch.cuda.Stream"]``) is a type
+written ahead of time, so it is parsed and checked like the unquoted form
+(strings inside ``Literal[...]`` and ``Annotated[...]``'s metadata are
+values, not types). Expressions inside f-string braces are code and are
+checked.
 """
 
 from __future__ import annotations
@@ -27,40 +31,17 @@ from __future__ import annotations
 import ast
 import importlib.util
 import re
-import warnings
 from collections import deque
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from ._rules import PARSE_ERROR, Match, RuleSet
+from ._finding import Finding
+from ._rules import MALFORMED_SUPPRESSION, PARSE_ERROR, Match, RuleSet
+from ._suppress import apply, scan
+from ._syntax import parse
 
+__all__ = ["Finding", "check_file", "check_source"]
 
-@dataclass(frozen=True, order=True)
-class Finding:
-    """One reported use, or a file that could not be parsed (``PS000``).
-
-    ``line`` and ``column`` are 1-based, and ``column`` counts characters (not
-    UTF-8 bytes, as ``ast`` does), so editors land on the right spot. ``api``
-    is the canonical ``torch.cuda`` name, ``None`` for ``PS000``. Immutable;
-    safe to share between threads.
-    """
-
-    path: str
-    line: int
-    column: int
-    code: str
-    message: str
-    end_line: int
-    end_column: int
-    api: str | None = None
-
-
-# ``# patchscope: ignore`` (every code) or ``# patchscope: ignore[PS001, PS003]``,
-# searched for on the reported line only. It is not told apart from a string
-# that spells it: that would take a tokenizer pass over every file with a
-# finding, for a string nobody writes next to a torch.cuda call.
-_SUPPRESS = re.compile(r"#\s*patchscope:\s*ignore\b(?:\[([^\]]*)\])?")
 
 _Scope = dict[str, str | None]
 _Chain = tuple[_Scope, ...]
@@ -79,31 +60,39 @@ def _tracked(path: str) -> bool:
 def check_source(data: bytes, path: str, rules: RuleSet) -> list[Finding]:
     """Findings for one file's raw bytes, sorted by position.
 
-    ``data`` is parsed exactly once with :func:`ast.parse` (which honours
-    encoding cookies and BOMs). A file without the text ``cuda`` cannot
-    reference ``torch.cuda``, so its tree is not walked. Pure function; safe
-    to call from any thread or process.
+    ``data`` is parsed once (newer syntax than this Python's is rewritten
+    first where possible, see ``_syntax.py``), honouring encoding cookies and
+    BOMs. A file without the text ``cuda`` cannot reference ``torch.cuda``, so
+    its tree is not walked; one without ``patchscope:`` has no suppression
+    comments, so it is not tokenized. Only codes in ``rules.codes`` are
+    reported. Pure function; safe to call from any thread or process.
     """
+    codes = rules.codes
+    source = _Source(data)
+    found: list[Finding] = []
+    tree = None
     try:
-        with warnings.catch_warnings():
-            # Invalid escape sequences warn while parsing; they are not ours
-            # to report, and workers would print them to the user's terminal.
-            warnings.simplefilter("ignore")
-            tree = ast.parse(data, filename=path)
+        tree = parse(data, path)
     except SyntaxError as exc:
         line = exc.lineno or 1
         column = exc.offset or 1
-        return [_parse_error(path, f"syntax error: {exc.msg}", line, column)]
+        found.append(_parse_error(path, f"syntax error: {exc.msg}", line, column))
     except (ValueError, RecursionError, MemoryError) as exc:
         # Null bytes (ValueError before 3.12) or nesting too deep to compile.
-        return [_parse_error(path, f"cannot parse: {exc}", 1, 1)]
-    if not rules or b"cuda" not in data:
-        return []
-    walker = _Walker(rules)
-    walker.run(tree)
-    if not walker.hits:
-        return []
-    return _findings(path, data, walker.hits)
+        found.append(_parse_error(path, f"cannot parse: {exc}", 1, 1))
+    if PARSE_ERROR not in codes:
+        found = []
+    if tree is not None and rules and b"cuda" in data:
+        walker = _Walker(rules, source)
+        walker.run(tree)
+        found += _findings(path, source, walker.hits)
+    if b"patchscope:" in data:
+        directives, malformed = scan(path, data, source.text)
+        if MALFORMED_SUPPRESSION in codes:
+            found += malformed
+        found = apply(path, found, directives, codes)
+    found.sort()
+    return found
 
 
 def check_file(path: str, rules: RuleSet) -> list[Finding]:
@@ -112,40 +101,63 @@ def check_file(path: str, rules: RuleSet) -> list[Finding]:
         with open(path, "rb") as stream:
             data = stream.read()
     except OSError as exc:
+        if PARSE_ERROR not in rules.codes:
+            return []
         return [_parse_error(path, f"cannot read: {exc.strerror or exc}", 1, 1)]
     return check_source(data, path, rules)
+
+
+class _Source:
+    """A file's decoded text and lines, decoded on first use (most files need neither)."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+        self._decoded = False
+        self._text: str | None = None
+        self._lines: list[str] = []
+
+    @property
+    def text(self) -> str | None:
+        """The decoded source, or ``None`` when it cannot be decoded."""
+        return self._decode()
+
+    def line(self, number: int) -> str:
+        """Line ``number`` (1-based, newlines translated), empty when there is none."""
+        self._decode()
+        return self._lines[number - 1] if 0 < number <= len(self._lines) else ""
+
+    def _decode(self) -> str | None:
+        if not self._decoded:
+            self._decoded = True
+            try:
+                self._text = importlib.util.decode_source(self.data)
+            except (SyntaxError, UnicodeDecodeError, LookupError):
+                self._text = None
+            self._lines = (self._text or "").split("\n")
+        return self._text
 
 
 def _parse_error(path: str, message: str, line: int, column: int) -> Finding:
     return Finding(path, line, column, PARSE_ERROR, message, line, column)
 
 
-def _findings(path: str, data: bytes, hits: list[tuple[_Positioned, Match]]) -> list[Finding]:
-    lines = importlib.util.decode_source(data).split("\n")
+def _findings(path: str, source: _Source, hits: list[tuple[_Positioned, Match]]) -> list[Finding]:
     found = []
     for node, match in hits:
         line = node.lineno
-        text = lines[line - 1] if line <= len(lines) else ""
-        directive = _SUPPRESS.search(text)
-        if directive is not None:
-            codes = directive.group(1)
-            if codes is None or match.code in {c.strip() for c in codes.split(",")}:
-                continue
         end_line = node.end_lineno or line
-        end_text = lines[end_line - 1] if end_line <= len(lines) else ""
         found.append(
             Finding(
                 path,
                 line,
-                _char_column(text, node.col_offset),
+                _char_column(source.line(line), node.col_offset),
                 match.code,
                 match.message,
                 end_line,
-                _char_column(end_text, node.end_col_offset or node.col_offset),
+                _char_column(source.line(end_line), node.end_col_offset or node.col_offset),
                 match.api,
             )
         )
-    found.sort()
     return found
 
 
@@ -163,8 +175,9 @@ class _Walker:
     to exhaust the recursion limit. Not thread-safe; one walker per file.
     """
 
-    def __init__(self, rules: RuleSet) -> None:
+    def __init__(self, rules: RuleSet, source: _Source) -> None:
         self.rules = rules
+        self.source = source
         self.hits: list[tuple[_Positioned, Match]] = []
         # Names ever bound to a tracked path: any other attribute root is
         # skipped without a scope lookup, which keeps the walk cheap.
@@ -269,6 +282,17 @@ class _Walker:
         if last >= 0:  # else the API is the bound name itself, reported at its import
             self.hits.append((links[last], match))
 
+    def annotation(self, node: ast.expr, push: Callable[[ast.AST], None]) -> None:
+        """Walk an annotation, and the quoted types in it as if unquoted."""
+        push(node)
+        for string in _type_strings(node):
+            assert isinstance(string.value, str)
+            if self.candidates.isdisjoint(_IDENTIFIER.findall(string.value)):
+                continue  # names nothing bound to torch: not worth a parse
+            parsed = _parse_type_string(string, self.source)
+            if parsed is not None:
+                self.annotation(parsed, push)
+
     def report_import(self, alias: ast.alias, path: str) -> None:
         match = self.rules.match(path)
         if match is not None:
@@ -276,6 +300,65 @@ class _Walker:
 
 
 _Handler = Callable[[_Walker, ast.AST, _Chain, Callable[[ast.AST], None]], None]
+
+
+_IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
+# A one-line string literal whose text is its value (no escapes, no
+# concatenation): positions inside it map to the file exactly.
+_PLAIN_STRING = re.compile(r"([rRuU]?)('''|\"\"\"|'|\")(.*)\2", re.S)
+
+
+def _type_strings(node: ast.expr) -> Iterator[ast.Constant]:
+    """The string constants of an annotation that stand for types."""
+    stack = [node]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, ast.Constant):
+            if isinstance(item.value, str):
+                yield item
+        elif isinstance(item, ast.Subscript):
+            head = item.value
+            name = head.attr if isinstance(head, ast.Attribute) else getattr(head, "id", None)
+            if name == "Literal":
+                continue  # Literal["x"] holds values
+            args = item.slice.elts if isinstance(item.slice, ast.Tuple) else [item.slice]
+            stack.extend(args[:1] if name == "Annotated" else args)
+        elif isinstance(item, ast.BinOp):  # "A" | None
+            stack += [item.left, item.right]
+        elif isinstance(item, (ast.Tuple, ast.List)):  # Callable[["A"], "B"]
+            stack.extend(item.elts)
+
+
+def _parse_type_string(string: ast.Constant, source: _Source) -> ast.expr | None:
+    """The expression a quoted annotation holds, positioned in the file.
+
+    A plain one-line literal maps every position exactly; any other string
+    (escapes, several lines) puts all of it at the string's own position.
+    ``None`` when the text is not an expression (then it is not a type).
+    """
+    value = str(string.value)
+    try:
+        parsed = ast.parse(value.strip(), mode="eval").body
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    shift = None
+    if string.end_lineno == string.lineno and string.end_col_offset is not None:
+        raw = source.line(string.lineno).encode()[string.col_offset : string.end_col_offset]
+        plain = _PLAIN_STRING.fullmatch(raw.decode(errors="replace"))
+        if plain is not None and plain.group(3) == value:
+            lead = value[: len(value) - len(value.lstrip())]
+            shift = string.col_offset + len(plain.group(1)) + len(plain.group(2))
+            shift += len(lead.encode())
+    for child in ast.walk(parsed):
+        if not isinstance(child, (ast.expr, ast.keyword, ast.arg)):
+            continue
+        if shift is None:
+            ast.copy_location(child, string)
+        else:
+            child.lineno = child.end_lineno = string.lineno
+            child.col_offset += shift
+            child.end_col_offset = (child.end_col_offset or 0) + shift
+    return parsed
 
 
 def _import(walker: _Walker, node: ast.AST, chain: _Chain, push: Callable[[ast.AST], None]) -> None:
@@ -324,7 +407,7 @@ def _assign(walker: _Walker, node: ast.AST, chain: _Chain, push: Callable[[ast.A
         elif value is not None:  # ``x: T`` alone binds nothing
             walker.bind(chain, target.id, path)
     if isinstance(node, ast.AnnAssign):
-        push(node.annotation)
+        walker.annotation(node.annotation, push)
 
 
 def _function(
@@ -344,9 +427,9 @@ def _function(
     else:
         for param in params:
             if param.annotation is not None:
-                push(param.annotation)
+                walker.annotation(param.annotation, push)
         if node.returns is not None:
-            push(node.returns)
+            walker.annotation(node.returns, push)
         for item in [*node.decorator_list, *getattr(node, "type_params", ())]:
             push(item)
         chain[-1].setdefault(node.name, None)

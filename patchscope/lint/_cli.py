@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import argparse
 import sys
+import warnings
 from collections.abc import Sequence
 
-from ._config import ConfigError, load_config
-from ._report import format_json, format_text
+from ._config import ConfigError, read_config
+from ._report import format_github, format_json, format_text
 from ._rules import SUMMARIES
-from ._run import lint_paths
+from ._run import LintResult, lint_paths, lint_source
 
 #: Exit statuses, as flake8 and ruff use them.
 CLEAN, FINDINGS, USAGE_ERROR = 0, 1, 2
@@ -29,9 +30,10 @@ def _parser() -> argparse.ArgumentParser:
         description="Report hard-coded torch.cuda APIs, through any import alias.",
         epilog=(
             f"codes:\n{codes}\n\n"
-            "Settings come from [tool.patchscope.lint] in pyproject.toml or\n"
-            "[tool:patchscope.lint] in setup.cfg. Exit status: 0 clean,\n"
-            "1 findings, 2 usage or configuration error."
+            "Each file's settings come from the nearest pyproject.toml with\n"
+            "[tool.patchscope.lint] or setup.cfg with [tool:patchscope.lint]\n"
+            "above it (or --config). Exit status: 0 clean, 1 findings,\n"
+            "2 usage or configuration error."
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -40,13 +42,38 @@ def _parser() -> argparse.ArgumentParser:
         nargs="*",
         metavar="PATH",
         default=["."],
-        help="files and directories to check (default: .)",
+        help="files and directories to check (default: .); - reads the source from stdin",
     )
     parser.add_argument(
+        "--output-format",
         "--format",
-        choices=("text", "json"),
+        dest="format",
+        choices=("text", "json", "github"),
         default="text",
-        help="text: path:line:col: CODE message (default); json: one document",
+        help=(
+            "text: path:line:col: CODE message (default); json: one document; "
+            "github: GitHub Actions annotations"
+        ),
+    )
+    parser.add_argument(
+        "--config",
+        metavar="FILE",
+        help="a pyproject.toml or setup.cfg to use for every file, instead of each file's nearest",
+    )
+    parser.add_argument(
+        "--no-cache",
+        action="store_true",
+        help="neither read nor write .patchscope_cache/ (parse every file)",
+    )
+    parser.add_argument(
+        "--report-unused-suppressions",
+        action="store_true",
+        help="report suppression comments that silence nothing (PS008)",
+    )
+    parser.add_argument(
+        "--stdin-filename",
+        metavar="PATH",
+        help="with -, the file name stdin stands for: its settings apply, findings name it",
     )
     parser.add_argument(
         "--statistics",
@@ -74,16 +101,49 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = _parser().parse_args(argv)
     except SystemExit as exc:  # argparse has printed the usage error or help
         return exc.code if isinstance(exc.code, int) else USAGE_ERROR
+    if "-" in args.paths and len(args.paths) > 1:
+        return _usage_error("'-' (stdin) cannot be combined with other paths")
+    if args.stdin_filename is not None and args.paths not in (["-"], ["."]):
+        return _usage_error("--stdin-filename goes with '-' (stdin), not with paths to read")
     try:
-        result = lint_paths(args.paths, load_config(), jobs=args.jobs)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", RuntimeWarning)
+            result = _run(args)
     except ConfigError as exc:
-        print(f"patchscope lint: error: {exc}", file=sys.stderr)
-        return USAGE_ERROR
+        return _usage_error(str(exc))
     except FileNotFoundError as exc:
-        print(f"patchscope lint: error: no such file or directory: {exc}", file=sys.stderr)
-        return USAGE_ERROR
+        return _usage_error(f"no such file or directory: {exc}")
+    for warning in caught:
+        print(f"patchscope lint: warning: {warning.message}", file=sys.stderr)
     if args.format == "json":
         sys.stdout.write(format_json(result))
+    elif args.format == "github":
+        sys.stdout.write(format_github(result))
     else:
         sys.stdout.write(format_text(result, with_statistics=args.statistics))
     return FINDINGS if result.findings else CLEAN
+
+
+def _run(args: argparse.Namespace) -> LintResult:
+    config = read_config(args.config) if args.config is not None else None
+    stdin = args.paths == ["-"] or (args.stdin_filename is not None and args.paths == ["."])
+    if stdin:
+        data = sys.stdin.buffer.read()
+        return lint_source(
+            data,
+            args.stdin_filename or "-",
+            config,
+            report_unused_suppressions=args.report_unused_suppressions,
+        )
+    return lint_paths(
+        args.paths,
+        config,
+        jobs=args.jobs,
+        cache=not args.no_cache,
+        report_unused_suppressions=args.report_unused_suppressions,
+    )
+
+
+def _usage_error(message: str) -> int:
+    print(f"patchscope lint: error: {message}", file=sys.stderr)
+    return USAGE_ERROR

@@ -1,4 +1,4 @@
-"""Render a run's findings: flake8-style text, or JSON for tools."""
+"""Render a run's findings: flake8-style text, JSON for tools, GitHub annotations."""
 
 from __future__ import annotations
 
@@ -52,3 +52,36 @@ def format_json(result: LintResult) -> str:
         "statistics": statistics(result),
     }
     return json.dumps(document, indent=2) + "\n"
+
+
+def format_github(result: LintResult) -> str:
+    """One GitHub Actions ``::error`` workflow command per finding.
+
+    GitHub shows each as an annotation on the pull request's diff, at the
+    finding's range; ``title`` is the code. Values are escaped as the runner
+    expects (``%``, ``\\r``, ``\\n`` everywhere; ``:`` and ``,`` also in
+    properties).
+    """
+    lines = []
+    for f in result.findings:
+        properties = ",".join(
+            f"{key}={_escape_property(str(value))}"
+            for key, value in (
+                ("file", f.path),
+                ("line", f.line),
+                ("col", f.column),
+                ("endLine", f.end_line),
+                ("endColumn", f.end_column),
+                ("title", f.code),
+            )
+        )
+        lines.append(f"::error {properties}::{_escape_data(f'{f.code} {f.message}')}\n")
+    return "".join(lines)
+
+
+def _escape_data(text: str) -> str:
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def _escape_property(text: str) -> str:
+    return _escape_data(text).replace(":", "%3A").replace(",", "%2C")

@@ -21,6 +21,12 @@ PARSE_ERROR = "PS000"
 #: Code of the findings for APIs that a project adds with ``extend-apis``.
 EXTENDED = "PS005"
 
+#: Code of a ``# patchscope:`` comment that is not a well-formed directive.
+MALFORMED_SUPPRESSION = "PS007"
+
+#: Code of a suppression that silences nothing (``--report-unused-suppressions``).
+UNUSED_SUPPRESSION = "PS008"
+
 # ``torch.cuda`` re-exports these submodules' public functions; spelling the
 # defining module (``from torch.cuda.memory import empty_cache``) reaches the
 # same object, so it is reported like ``torch.cuda.empty_cache``.
@@ -49,7 +55,12 @@ RULES: tuple[Rule, ...] = (
         {
             "Event": "torch.Event or patchscope.torch.device_event_class()",
             "Stream": "torch.Stream",
+            "StreamContext": "a torch.Stream as a context manager",
             "current_stream": "torch.accelerator.current_stream()",
+            "default_stream": (
+                "torch.accelerator.current_stream(), the default stream unless one was set"
+            ),
+            "set_stream": "torch.accelerator.set_stream()",
             "stream": "a torch.Stream as a context manager, or torch.accelerator.set_stream()",
             "synchronize": "torch.accelerator.synchronize()",
         },
@@ -66,6 +77,11 @@ RULES: tuple[Rule, ...] = (
             "max_memory_allocated": "torch.accelerator.max_memory_allocated()",
             "max_memory_reserved": "torch.accelerator.max_memory_reserved()",
             "reset_peak_memory_stats": "torch.accelerator.reset_peak_memory_stats()",
+            "reset_accumulated_memory_stats": (
+                "torch.accelerator.reset_accumulated_memory_stats()"
+            ),
+            "reset_max_memory_allocated": "torch.accelerator.reset_peak_memory_stats()",
+            "reset_max_memory_cached": "torch.accelerator.reset_peak_memory_stats()",
             "memory_*": "torch.accelerator.memory_stats()",
             "max_memory_*": "torch.accelerator.max_memory_allocated() or max_memory_reserved()",
         },
@@ -78,6 +94,12 @@ RULES: tuple[Rule, ...] = (
             "device": "torch.accelerator.device_index()",
             "current_device": "torch.accelerator.current_device_index()",
             "device_count": "torch.accelerator.device_count()",
+            "get_device_capability": (
+                "torch.accelerator.get_device_capability() (a dict of supported dtypes, "
+                "not a (major, minor) pair)"
+            ),
+            "get_device_properties": "torch.accelerator.get_device_capability()",
+            "get_device_name": "torch.accelerator.current_accelerator() for the device type",
         },
     ),
     Rule(
@@ -88,14 +110,32 @@ RULES: tuple[Rule, ...] = (
             "manual_seed_all": "torch.manual_seed(), which seeds every device",
         },
     ),
+    Rule(
+        "PS006",
+        "torch.cuda graphs",
+        {
+            "CUDAGraph": "torch.accelerator.Graph",
+            "graph": "torch.accelerator.Graph as a context manager",
+            "make_graphed_callables": (
+                "torch.accelerator.Graph, capturing and replaying by hand (there is no "
+                "device-generic make_graphed_callables)"
+            ),
+        },
+    ),
 )
 
-#: What ``--statistics`` prints next to each code.
-SUMMARIES: Mapping[str, str] = {
-    PARSE_ERROR: "file could not be parsed",
-    **{rule.code: rule.summary for rule in RULES},
-    EXTENDED: "torch.cuda APIs added by extend-apis",
-}
+#: What ``--statistics`` prints next to each code, in code order.
+SUMMARIES: Mapping[str, str] = dict(
+    sorted(
+        {
+            PARSE_ERROR: "file could not be parsed",
+            **{rule.code: rule.summary for rule in RULES},
+            EXTENDED: "torch.cuda APIs added by extend-apis",
+            MALFORMED_SUPPRESSION: "malformed suppression comment",
+            UNUSED_SUPPRESSION: "suppression that silences nothing",
+        }.items()
+    )
+)
 
 #: Every code the linter can report, in order.
 CODES: tuple[str, ...] = tuple(SUMMARIES)
@@ -119,11 +159,19 @@ class Match:
 class RuleSet:
     """The selected rules plus a project's ``extend-apis``, ready for matching.
 
-    Built once per run in the main process and pickled to the workers;
+    ``codes`` are the codes a file may report (rule families, and also
+    ``PS000``, ``PS007`` and ``PS008``, which the checker reports itself);
+    APIs matching an ``allow_apis`` name or glob are never reported. Built
+    once per distinct setting in the main process and pickled to the workers;
     matching only reads it, so one instance is safe to use from any thread.
     """
 
-    def __init__(self, select: Iterable[str], extend_apis: Iterable[str] = ()) -> None:
+    def __init__(
+        self,
+        select: Iterable[str],
+        extend_apis: Iterable[str] = (),
+        allow_apis: Iterable[str] = (),
+    ) -> None:
         """Keep the rules whose code is in ``select``; add ``extend_apis`` as PS005."""
         selected = frozenset(select)
         table: list[tuple[str, str, str]] = []  # (pattern, code, suggestion)
@@ -133,6 +181,7 @@ class RuleSet:
         if EXTENDED in selected:
             table.extend((pattern, EXTENDED, "") for pattern in extend_apis)
         self.codes = selected
+        self._allowed = tuple(allow_apis)
         self._exact: dict[str, tuple[str, str]] = {}
         self._globs: list[tuple[str, str, str]] = []
         for pattern, code, use in table:
@@ -149,7 +198,8 @@ class RuleSet:
         """The shortest prefix of the dotted ``path`` that names a reported API.
 
         ``path`` is fully resolved (``torch.cuda.memory.empty_cache``, never an
-        alias); ``None`` when no part of it below ``torch.cuda`` is reported.
+        alias); ``None`` when no part of it below ``torch.cuda`` is reported,
+        or when that part is listed in ``allow_apis``.
         """
         if not path.startswith(CUDA + "."):
             return None
@@ -175,6 +225,8 @@ class RuleSet:
                     None,
                 )
             if hit is not None:
+                if any(fnmatch.fnmatchcase(name, allowed) for allowed in self._allowed):
+                    return None
                 code, use = hit
                 api = f"{CUDA}.{name}"
                 if code == EXTENDED:
@@ -183,3 +235,18 @@ class RuleSet:
                     message = f"{api} is CUDA-only; use {use}"
                 return Match(api, code, message, depth)
         return None
+
+
+def known_api(name: str, extend_apis: Iterable[str] = ()) -> bool:
+    """Whether the name or glob ``name`` covers an API some rule reports.
+
+    Used to refuse ``allow-apis`` entries that would silence nothing (a typo
+    such as ``Evnt``): ``name`` must match a table entry, or be matched by a
+    glob of the table (``memory_stats`` by ``memory_*``).
+    """
+    patterns = [api for rule in RULES for api in rule.apis]
+    patterns += list(extend_apis)
+    return any(
+        fnmatch.fnmatchcase(pattern, name) or fnmatch.fnmatchcase(name, pattern)
+        for pattern in patterns
+    )

@@ -1,0 +1,86 @@
+"""Tests for patchscope.lint._syntax: syntax newer than the running Python."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from patchscope.lint._checker import check_source
+from patchscope.lint._rules import CODES, RuleSet
+
+ALL = RuleSet(CODES)
+
+
+def found(source: str) -> list[tuple[int, int, str]]:
+    """(line, column, code) of each finding of ``source``."""
+    return [(f.line, f.column, f.code) for f in check_source(source.encode(), "t.py", ALL)]
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        pytest.param(
+            "import torch\ntype S = torch.cuda.Stream\n", [(2, 10, "PS001")], id="type (3.12)"
+        ),
+        pytest.param(
+            "import torch\ndef f[T](x: T = torch.cuda.Event()) -> T: ...\n",
+            [(2, 17, "PS001")],
+            id="type parameters (3.12)",
+        ),
+        pytest.param(
+            "import torch\nclass C[T](torch.cuda.Stream): ...\n",
+            [(2, 12, "PS001")],
+            id="generic class (3.12)",
+        ),
+        pytest.param(
+            "import torch\ntry:\n    pass\nexcept* ValueError:\n    torch.cuda.synchronize()\n",
+            [(5, 5, "PS001")],
+            id="except* (3.11)",
+        ),
+        pytest.param(
+            "import torch\ntry:\n    pass\nexcept ValueError, TypeError:\n"
+            "    torch.cuda.empty_cache()\n",
+            [(5, 5, "PS002")],
+            id="except without parentheses (3.14)",
+        ),
+        pytest.param(
+            "import torch\nx = t'{torch.cuda.device_count()}'\n",
+            [(2, 8, "PS003")],
+            id="t-string (3.14)",
+        ),
+        pytest.param(
+            "lazy import torch.cuda as tc\ntc.manual_seed(0)\n",
+            [(2, 1, "PS004")],
+            id="lazy import (3.15)",
+        ),
+    ],
+)
+def test_newer_syntax_is_checked_at_the_right_columns(
+    source: str, expected: list[tuple[int, int, str]]
+) -> None:
+    """Natively on new Pythons, through a column-keeping rewrite on old ones."""
+    assert found(source) == expected
+
+
+@pytest.mark.skipif(sys.version_info >= (3, 12), reason="3.12 parses these f-strings")
+def test_nested_fstring_quotes_name_the_python_needed() -> None:
+    """Where no rewrite helps, PS000 says which Python the file needs."""
+    [finding] = check_source(b'x = f"{d["k"]}"\n', "t.py", ALL)
+    assert finding.code == "PS000"
+    assert "run the lint with Python 3.12 or newer" in finding.message
+
+
+@pytest.mark.skipif(sys.version_info >= (3, 12), reason="3.12 parses type statements")
+def test_version_hint_when_the_rewritten_file_still_fails() -> None:
+    """A newer construct on the failing line is named even when the file stays broken."""
+    [finding] = check_source(b"type X = int\nprint 'py2'\n", "t.py", ALL)
+    assert finding.line == 1
+    assert "type statements" in finding.message
+    assert "Python 3.12 or newer" in finding.message
+
+
+def test_python2_code_gets_no_version_hint() -> None:
+    """A plain syntax error is not blamed on a newer Python."""
+    [finding] = check_source(b"print 'hello'\n", "t.py", ALL)
+    assert "run the lint with Python" not in finding.message
