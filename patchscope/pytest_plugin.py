@@ -277,6 +277,8 @@ class _LeakGuard:
         #: activations live when this test's setup began; held, so ids stay unique
         self._live: dict[int, patchscope.Activation] = {}
         self._expected: Snapshot | None = None
+        #: whether _expected still records the watched objects exactly
+        self._current = False
         #: what fixtures torn down during this test left behind
         self._fixture_leaks: list[_Found] = []
 
@@ -329,7 +331,14 @@ class _LeakGuard:
     def pytest_runtest_setup(self, item: pytest.Item) -> Generator[None, object, object]:
         off = item.stash.get(_MODE, self._mode) == "off"
         self._live = {} if off else {id(a): a for a in patchscope.active()}
-        self._expected = Snapshot(self._watched) if self._watched and not off else None
+        if off or not self._watched:
+            self._expected = None
+        elif not self._current:
+            # Between the last test's teardown, which found the watched
+            # objects exactly as recorded, and this setup only pytest's
+            # reporting hooks ran: that snapshot still serves, uncopied.
+            self._expected = Snapshot(self._watched)
+        self._current = False
         self._fixture_leaks = []
         return (yield)
 
@@ -354,6 +363,7 @@ class _LeakGuard:
             raise
         found = self._check(item) if mode != "off" else None
         if found is None:
+            self._current = self._expected is not None and self._expected._identical
             return result
         message = "\n".join(found.lines)
         if mode == "warn":

@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from ._schedule import _report, _Run
 from ._snapshot import Snapshot
 
 
@@ -39,6 +38,7 @@ def check_restores(
     from hypothesis import given, settings
     from hypothesis import strategies as st
 
+    from ._schedule import _report, _Run
     from .strategies import schedules
 
     watched = tuple(watch)

@@ -18,8 +18,9 @@ import sys
 import types
 from collections.abc import Iterable, Iterator
 from operator import is_
-from typing import Final
+from typing import Any, Final
 
+from .._accel import speedups
 from .._resolve import ABSENT, describe
 
 #: Names the interpreter itself writes as caches, which are not patches: the
@@ -135,7 +136,7 @@ class Snapshot:
     them when no other thread is patching those objects.
     """
 
-    __slots__ = ("_saved",)
+    __slots__ = ("_identical", "_saved")
 
     def __init__(self, objects: Iterable[object]) -> None:
         saved: list[tuple[object, type, dict[str, object], list[str]]] = []
@@ -149,6 +150,8 @@ class Snapshot:
                 ) from None
             saved.append((obj, type(obj), dict(namespace), list(namespace)))
         self._saved = saved
+        #: whether the last comparison found every object exactly as recorded
+        self._identical = True
 
     @property
     def objects(self) -> tuple[object, ...]:
@@ -172,11 +175,17 @@ class Snapshot:
 
     def _compare(self) -> Iterator[tuple[object, list[Difference] | Exception]]:
         """Per object, its differences, or the exception comparing it raised."""
+        identical = True
         for obj, cls, old, keys in self._saved:
             try:
-                yield obj, _differences(obj, cls, old, keys)
+                differences, same = _differences(obj, cls, old, keys)
             except Exception as error:
+                identical = False
                 yield obj, error
+            else:
+                identical = identical and same
+                yield obj, differences
+        self._identical = identical
 
     def _recorded(self, owner: object, name: str) -> object:
         """The value recorded for ``owner.name`` (ABSENT if it had none)."""
@@ -218,9 +227,37 @@ class Snapshot:
             self._saved[index] = (obj, cls, namespace, list(namespace))
 
 
+def _py_same_namespace(
+    current: dict[str, object], saved: dict[str, object], names: list[str]
+) -> bool | None:
+    """Whether *current* holds the names of *saved*, in order, bound to the same objects.
+
+    The quick check before comparing name by name; False only means "compare".
+    Keep in sync with ``py_same_namespace`` in ``_c/snapshot.c``, which
+    answers None (refuses) for anything but a plain dict.
+    """
+    return (
+        len(current) == len(saved)
+        and all(map(is_, current.values(), saved.values()))
+        and list(current) == names
+    )
+
+
+_c_same_namespace = speedups.same_namespace if speedups is not None else None
+
+
+def _same_namespace(current: Any, saved: dict[str, object], names: list[str]) -> bool:
+    if _c_same_namespace is not None:
+        same = _c_same_namespace(current, saved, names)
+        if same is not None:
+            return same  # type: ignore[no-any-return]
+    return bool(_py_same_namespace(current, saved, names))
+
+
 def _differences(
     obj: object, cls: type, old: dict[str, object], keys: list[str]
-) -> list[Difference]:
+) -> tuple[list[Difference], bool]:
+    """The differences of one object, and whether its namespace is the recorded one exactly."""
     differences: list[Difference] = []
     # patchscope's context scope swaps a module's class (its __dict__ stays
     # as it was), so a leaked swap only shows here.
@@ -228,9 +265,9 @@ def _differences(
         differences.append(Difference(obj, "__class__", cls, type(obj)))
     new = vars(obj)
     # The common case, nothing changed: the same names in the same order
-    # holding the same objects, checked at C speed without allocating per name.
-    if len(new) == len(old) and all(map(is_, new.values(), old.values())) and list(new) == keys:
-        return differences
+    # holding the same objects, checked without allocating per name.
+    if _same_namespace(new, old, keys):
+        return differences, not differences
     for name, value in old.items():
         current = new.get(name, ABSENT)
         if name not in _IGNORED and not _same(value, current):
@@ -238,7 +275,7 @@ def _differences(
     for name, value in new.items():
         if name not in old and name not in _IGNORED and not _expected_addition(obj, name, value):
             differences.append(Difference(obj, name, ABSENT, value))
-    return differences
+    return differences, False
 
 
 def _current(owner: object, name: str) -> object:
