@@ -216,10 +216,10 @@ def _where(fixturedef: pytest.FixtureDef[Any], root: os.PathLike[str]) -> str:
     except (TypeError, AttributeError, OSError):
         return "?"
     try:
-        path = os.path.relpath(path, root)
+        relative = os.path.relpath(path, root)
     except ValueError:  # another drive on Windows
-        pass
-    return f"{path}:{line}"
+        relative = os.pardir
+    return f"{path if relative.startswith(os.pardir) else relative}:{line}"
 
 
 class _FixtureRecord:
