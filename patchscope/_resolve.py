@@ -45,7 +45,8 @@ def describe(target: object) -> str:
         name = target.__dict__.get("__name__")
         return f"<module {name if isinstance(name, str) else '?'!r}>"
     if isinstance(target, type):
-        return f"<class '{target.__module__}.{target.__qualname__}'>"
+        # getattr with a default: a class can lose its __module__ (del C.__module__).
+        return f"<class '{getattr(target, '__module__', '?')}.{target.__qualname__}'>"
     plain = f"<{type(target).__name__} object at {id(target):#x}>"
     if type(target).__repr__ is object.__repr__:
         return plain  # the default repr, without the long qualified name

@@ -4,24 +4,32 @@ Registered through the ``pytest11`` entry point, so it is active once
 patchscope is installed; ``-p no:patchscope`` turns it off.
 
 Leak detection (``--patchscope-leaks`` / ``patchscope_leaks = off|warn|error``,
-default ``warn``) looks at two things after each test's teardown:
+default ``warn``; ``@pytest.mark.patchscope(leaks=...)`` for one test) looks
+at two things after each test's teardown:
 
 * patchscope activations started during the test and still live, with the
   file:line where each was entered;
 * attributes of the modules and classes named by ``patchscope_watch`` that
   differ from their snapshot taken before the test, whoever changed them
-  (``mock.patch(...).start()`` without ``stop()``, a bare assignment).
+  (``mock.patch(...).start()`` without ``stop()``, a bare assignment), except
+  those ``patchscope_watch_ignore`` names. Watch paths are imported when the
+  tests are about to run, after collection has put the project on
+  ``sys.path``; ``--help``, ``--fixtures`` and ``--collect-only`` never
+  import them.
 
 Patches owned by wider-scoped fixtures are not leaks of the test during which
 the fixture happened to be set up: what a class-, module-, package- or
 session-scoped fixture starts or changes while it is set up, and what the
-``redirect_class``/``redirect_module``/``redirect_session`` fixtures start,
-is expected until that fixture is torn down, and is checked then.
+``redirect_class``/``redirect_module``/``redirect_package``/``redirect_session``
+fixtures start, is expected until that fixture is torn down. What such a
+fixture leaves behind after its teardown is reported then, naming the fixture.
 
-Under ``warn`` a leak is reported as a :class:`~patchscope.testing.LeakWarning`
-and left in place; under ``error`` it fails the test at teardown and is then
-undone (activations stopped, watched attributes put back from the snapshot),
-so later tests start clean. Nothing is printed when nothing leaked.
+Under ``warn`` a leak is reported as a :class:`patchscope.testing.LeakWarning`
+and left in place, unless the warnings filter turns that warning into an error
+(``filterwarnings = error``): then, as under ``error``, the test errors at
+teardown and the leak is undone (activations stopped, watched attributes put
+back from the snapshot), so later tests start clean. Nothing is printed when
+nothing leaked.
 
 pytest runs hooks in one thread; the fixtures' objects are thread-safe (see
 :class:`~patchscope.testing.RedirectFixture`).
@@ -29,11 +37,13 @@ pytest runs hooks in one thread; the fixtures' objects are thread-safe (see
 
 from __future__ import annotations
 
+import inspect
 import os
 import pkgutil
 import types
 import warnings
-from collections.abc import Generator, Iterator
+from collections.abc import Generator, Iterable, Iterator
+from fnmatch import fnmatchcase
 from typing import Any
 
 import pytest
@@ -41,10 +51,13 @@ import pytest
 import patchscope
 from patchscope._resolve import describe
 from patchscope.testing import LeakWarning, RedirectFixture
-from patchscope.testing._snapshot import Difference, Snapshot
+from patchscope.testing._snapshot import Difference, Snapshot, _current, _put, _same
 
 _MODES = ("off", "warn", "error")
+_GLOB = frozenset("*?[")
 _GUARD = pytest.StashKey["_LeakGuard"]()
+#: The mode a test's ``@pytest.mark.patchscope(leaks=...)`` chose.
+_MODE = pytest.StashKey[str]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -56,8 +69,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=None,
         dest="patchscope_leaks",
         help="what to do when a test leaves a patch behind: off, warn, or error "
-        "(fail the test, then undo the leak). Overrides the patchscope_leaks ini "
-        "setting; default: warn.",
+        "(error the test at teardown, then undo the leak). Overrides the "
+        "patchscope_leaks ini setting; default: warn.",
     )
     parser.addini(
         "patchscope_leaks",
@@ -66,8 +79,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
     parser.addini(
         "patchscope_watch",
-        "dotted paths of modules or classes to snapshot before each test and "
-        "compare after it (catches leaks from any patching tool)",
+        "dotted paths of modules or classes (pkg.mod, pkg.mod:Class) to snapshot "
+        "before each test and compare after it (catches leaks from any patching tool)",
+        type="args",
+        default=[],
+    )
+    parser.addini(
+        "patchscope_watch_ignore",
+        "attributes of watched objects whose changes are not leaks: dotted paths "
+        "(time.tzname, pkg.mod.Class.cache) or globs (uuid._*)",
         type="args",
         default=[],
     )
@@ -75,20 +95,38 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     """Validate the settings and, unless leak detection is off, install the guard."""
+    config.addinivalue_line(
+        "markers",
+        "patchscope(leaks): leak detection for this test: 'off', 'warn' or 'error' "
+        "(overrides patchscope_leaks, unless that is off for the whole run)",
+    )
     mode = config.getoption("patchscope_leaks") or config.getini("patchscope_leaks")
     if mode not in _MODES:
         raise pytest.UsageError(f"patchscope_leaks = {mode!r}: expected one of {', '.join(_MODES)}")
     if mode == "off":
         return
-    watched = []
-    for path in config.getini("patchscope_watch"):
-        try:
-            watched.append(pkgutil.resolve_name(path))
-        except (ImportError, AttributeError, ValueError) as error:
-            raise pytest.UsageError(f"patchscope_watch: cannot import {path!r}: {error}") from None
-    guard = _LeakGuard(config, mode, tuple(watched))
+    guard = _LeakGuard(
+        config, mode, config.getini("patchscope_watch"), config.getini("patchscope_watch_ignore")
+    )
     config.stash[_GUARD] = guard
     config.pluginmanager.register(guard, "patchscope-leak-guard")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Check every ``@pytest.mark.patchscope`` and remember the mode it chose."""
+    for item in items:
+        marker = item.get_closest_marker("patchscope")
+        if marker is None:
+            continue
+        leaks = marker.kwargs.get("leaks")
+        if marker.args or set(marker.kwargs) != {"leaks"} or leaks not in _MODES:
+            given = [repr(arg) for arg in marker.args]
+            given += [f"{key}={value!r}" for key, value in marker.kwargs.items()]
+            raise pytest.UsageError(
+                f"{item.nodeid}: @pytest.mark.patchscope({', '.join(given)}): "
+                "expected leaks='off', 'warn' or 'error'"
+            )
+        item.stash[_MODE] = leaks
 
 
 def _redirect_fixture(request: pytest.FixtureRequest) -> Iterator[RedirectFixture]:
@@ -111,7 +149,8 @@ def _redirect_fixture(request: pytest.FixtureRequest) -> Iterator[RedirectFixtur
 def redirect(request: pytest.FixtureRequest) -> Iterator[RedirectFixture]:
     """Start redirects for one test; all are undone, newest first, at its teardown.
 
-    ``redirect.attr(target, name, value, *, create=False, scope="process")`` and
+    ``redirect.attr(target, name, value, *, create=False, scope="process")``,
+    ``redirect.attr("pkg.mod.name", value, ...)`` and
     ``redirect.construction(cls, replacement, ...)`` return the activation.
     The object may be used from threads the test starts (see
     :class:`~patchscope.testing.RedirectFixture`).
@@ -131,47 +170,175 @@ def redirect_module(request: pytest.FixtureRequest) -> Iterator[RedirectFixture]
     yield from _redirect_fixture(request)
 
 
+@pytest.fixture(scope="package")
+def redirect_package(request: pytest.FixtureRequest) -> Iterator[RedirectFixture]:
+    """Like ``redirect``, with pytest's package scope (as pytest-mock's ``package_mocker``).
+
+    pytest ends a package-scoped fixture after the last test of the package
+    that defines it; a plugin's fixture is defined outside every package, so
+    pytest keeps this one until the session ends.
+    """
+    yield from _redirect_fixture(request)
+
+
 @pytest.fixture(scope="session")
 def redirect_session(request: pytest.FixtureRequest) -> Iterator[RedirectFixture]:
     """Like ``redirect``, undone at the end of the session."""
     yield from _redirect_fixture(request)
 
 
+def _diff(snapshot: Snapshot) -> tuple[list[Difference], list[str]]:
+    """The differences, and a line for each object that could not be compared."""
+    differences: list[Difference] = []
+    broken: list[str] = []
+    for obj, found in snapshot._compare():
+        if isinstance(found, Exception):
+            broken.append(f"{describe(obj)} cannot be compared with its snapshot: {found!r}")
+        else:
+            differences += found
+    return differences, broken
+
+
+def _restore(snapshot: Snapshot) -> None:
+    """``snapshot.restore()`` for every object that can still be compared."""
+    for _, found in snapshot._compare():
+        if not isinstance(found, Exception):
+            for difference in found:
+                _put(difference.owner, difference.name, difference.old)
+
+
+def _where(fixturedef: pytest.FixtureDef[Any], root: os.PathLike[str]) -> str:
+    """``path:line`` of a fixture's function, relative to *root* where it can be."""
+    try:
+        function = inspect.unwrap(fixturedef.func)
+        path = inspect.getsourcefile(function) or inspect.getfile(function)
+        line = function.__code__.co_firstlineno
+    except (TypeError, AttributeError, OSError):
+        return "?"
+    try:
+        relative = os.path.relpath(path, root)
+    except ValueError:  # another drive on Windows
+        relative = os.pardir
+    return f"{path if relative.startswith(os.pardir) else relative}:{line}"
+
+
 class _FixtureRecord:
     """What one execution of a wider-scoped fixture started and changed."""
 
-    __slots__ = ("activations", "changes", "finishing")
+    __slots__ = ("activations", "before", "changes", "finishing", "heading", "live")
 
-    def __init__(self, activations: list[patchscope.Activation], changes: list[Difference]) -> None:
-        self.activations = activations
-        self.changes = changes
+    def __init__(self, fixturedef: pytest.FixtureDef[Any], before: Snapshot, root: Any) -> None:
+        self.heading = (
+            f"fixture {fixturedef.argname!r} (scope={fixturedef.scope!r}, defined at "
+            f"{_where(fixturedef, root)}) left patches behind at its teardown:"
+        )
+        self.before = before
+        #: activations live when its setup began, and those of fixtures set up inside it
+        self.live = {id(a): a for a in patchscope.active()}
+        self.activations: list[patchscope.Activation] = []
+        self.changes: list[Difference] = []
         self.finishing: Snapshot | None = None
+
+
+class _Found:
+    """The leaks one teardown found: the report and what undoes them."""
+
+    __slots__ = ("activations", "lines", "puts")
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.activations: list[patchscope.Activation] = []
+        #: fixtures' changes to put back, as (owner, name, value)
+        self.puts: list[Difference] = []
 
 
 class _LeakGuard:
     """The hooks of leak detection, registered only when it is on."""
 
-    def __init__(self, config: pytest.Config, mode: str, watched: tuple[object, ...]) -> None:
+    def __init__(
+        self, config: pytest.Config, mode: str, paths: list[str], ignore: list[str]
+    ) -> None:
         self._config = config
         self._mode = mode
-        self._watched = watched
+        self._paths = paths
+        self._ignore_exact = {p.replace(":", ".") for p in ignore if not _GLOB & set(p)}
+        self._ignore_globs = [p.replace(":", ".") for p in ignore if _GLOB & set(p)]
+        #: the watched objects, once the run begins
+        self._watched: tuple[object, ...] = ()
+        #: the dotted name of each watched object, by id
+        self._names: dict[int, str] = {}
         #: RedirectFixture objects of wider-scoped redirect_* fixtures now set up
         self.fixtures: list[RedirectFixture] = []
         #: activations started while wider-scoped fixtures were set up, by id
         self._owned: dict[int, patchscope.Activation] = {}
         self._records: dict[int, _FixtureRecord] = {}
+        #: records of wider-scoped fixtures whose setup is running, outermost first
+        self._opening: list[_FixtureRecord] = []
         #: activations live when this test's setup began; held, so ids stay unique
         self._live: dict[int, patchscope.Activation] = {}
         self._expected: Snapshot | None = None
-        #: activations that fixtures torn down during this test left live
-        self._fixture_leaks: list[tuple[patchscope.Activation, str]] = []
+        #: whether _expected still records the watched objects exactly
+        self._current = False
+        #: what fixtures torn down during this test left behind
+        self._fixture_leaks: list[_Found] = []
+
+    # -- the watched objects ---------------------------------------------------
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtestloop(self, session: pytest.Session) -> None:
+        """Import the watch paths, now that collection has set up ``sys.path``."""
+        option = session.config.option
+        if option.collectonly or (session.testsfailed and not option.continue_on_collection_errors):
+            return  # no test will run; pytest's own runtestloop reports why
+        watched: dict[int, tuple[object, str]] = {}
+        for path in self._paths:
+            try:
+                obj = pkgutil.resolve_name(path)
+            except Exception as error:
+                raise pytest.UsageError(
+                    f"patchscope_watch: cannot import {path!r}: {error!r}. If it is part of "
+                    "this project, put its folder on sys.path with the pythonpath ini "
+                    "setting (pythonpath = . or pythonpath = src)"
+                ) from None
+            try:
+                vars(obj)
+            except TypeError:
+                raise pytest.UsageError(
+                    f"patchscope_watch: {path!r} is {describe(obj)}, which has no attributes "
+                    "to watch; watch its module or class"
+                ) from None
+            watched.setdefault(id(obj), (obj, path.replace(":", ".")))
+        self._watched = tuple(obj for obj, _ in watched.values())
+        self._names = {key: name for key, (_, name) in watched.items()}
+        names = set(self._names.values())
+        for entry in sorted(self._ignore_exact):
+            owner = entry.rpartition(".")[0]
+            if owner not in names:
+                raise pytest.UsageError(
+                    f"patchscope_watch_ignore: {entry!r} is not an attribute of a watched "
+                    f"object: add {owner!r} to patchscope_watch, or correct the entry"
+                )
+
+    def _ignored(self, owner: object, name: str) -> bool:
+        dotted = f"{self._names.get(id(owner))}.{name}"
+        return dotted in self._ignore_exact or any(
+            fnmatchcase(dotted, glob) for glob in self._ignore_globs
+        )
 
     # -- before and after each test -------------------------------------------
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)
     def pytest_runtest_setup(self, item: pytest.Item) -> Generator[None, object, object]:
-        self._live = {id(a): a for a in patchscope.active()}
-        self._expected = Snapshot(self._watched) if self._watched else None
+        off = item.stash.get(_MODE, self._mode) == "off"
+        self._live = {} if off else {id(a): a for a in patchscope.active()}
+        if off or not self._watched:
+            self._expected = None
+        elif not self._current:
+            # Between the last test's teardown, which found the watched
+            # objects exactly as recorded, and this setup only pytest's
+            # reporting hooks ran: that snapshot still serves, uncopied.
+            self._expected = Snapshot(self._watched)
+        self._current = False
         self._fixture_leaks = []
         return (yield)
 
@@ -179,74 +346,98 @@ class _LeakGuard:
     def pytest_runtest_teardown(
         self, item: pytest.Item, nextitem: pytest.Item | None
     ) -> Generator[None, object, object]:
+        mode = item.stash.get(_MODE, self._mode)
         try:
             result = yield
         except BaseException:
             # The teardown failed already; report a leak without masking that.
-            message = self._check(item)
-            if message is not None:
-                self._warn(item, message)
+            found = self._check(item) if mode != "off" else None
+            if found is not None:
+                if mode == "error":
+                    self._undo(found)
+                try:
+                    self._warn(item, "\n".join(found.lines))
+                except LeakWarning:
+                    if mode != "error":
+                        self._undo(found)
             raise
-        message = self._check(item)
-        if message is not None:
-            if self._mode == "error":
-                pytest.fail(message, pytrace=False)
-            self._warn(item, message)
-        return result
+        found = self._check(item) if mode != "off" else None
+        if found is None:
+            self._current = self._expected is not None and self._expected._identical
+            return result
+        message = "\n".join(found.lines)
+        if mode == "warn":
+            try:
+                self._warn(item, message)
+            except LeakWarning:
+                why = "the warnings filter turned the LeakWarning into an error"
+            else:
+                return result
+        else:
+            why = "leaks=error"
+        self._undo(found)
+        pytest.fail(f"{message}\npatchscope undid them ({why}).", pytrace=False)
 
-    def _check(self, item: pytest.Item) -> str | None:
-        """Find this test's leaks; under ``error`` undo them. Return the report."""
+    def _check(self, item: pytest.Item) -> _Found | None:
+        """Find the leaks of this test and of the fixtures torn down in its teardown."""
         owned = dict(self._owned)
         owned.update((id(a), a) for fixture in self.fixtures for a in fixture.activations)
-        fixture_leaked = {id(a) for a, _ in self._fixture_leaks}
+        by_fixtures = [a for found in self._fixture_leaks for a in found.activations]
         leaked = [
             a
             for a in patchscope.active()
-            if id(a) not in self._live and id(a) not in owned and id(a) not in fixture_leaked
+            if id(a) not in self._live and id(a) not in owned and a not in by_fixtures
         ]
-        leaked += [a for a, _ in self._fixture_leaks]
         expected = self._expected
-        differences = expected.diff() if expected is not None else []
+        differences, broken = _diff(expected) if expected is not None else ([], [])
         if differences:
             assert expected is not None
             # Attributes that live redirects of wider-scoped fixtures hold are
-            # expected to differ until those fixtures are torn down.
+            # expected to differ until those fixtures are torn down; ignored
+            # ones may differ at any time.
             held = {(id(a.target), a.name) for a in owned.values()}
-            expected._accept(d for d in differences if (id(d.owner), d.name) in held)
-            # A leaked activation's own attribute is reported once, as the
-            # activation; so is the class swap a context-scope one makes on a
-            # module.
-            explained = {(id(a.target), a.name) for a in leaked}
-            explained |= {
-                (id(a.target), "__class__")
-                for a in leaked
-                if a.scope == "context" and isinstance(a.target, types.ModuleType)
-            }
-            differences = [d for d in expected.diff() if (id(d.owner), d.name) not in explained]
-        if not leaked and not differences:
+            accepted = [
+                d
+                for d in differences
+                if (id(d.owner), d.name) in held or self._ignored(d.owner, d.name)
+            ]
+            expected._accept(accepted)
+            differences = _unexplained(_diff(expected)[0], leaked + by_fixtures)
+        if not leaked and not differences and not broken and not self._fixture_leaks:
             return None
-        by_fixture = {id(a): f", by fixture {name!r}" for a, name in self._fixture_leaks}
-        lines = [f"{item.nodeid} left patches behind:"]
-        lines += [f"  {self._render(a)}{by_fixture.get(id(a), '')}" for a in leaked]
-        lines += [f"  {d}" for d in differences]
-        if self._mode == "error":
-            self._undo(leaked, expected)
-            lines.append("patchscope undid them (--patchscope-leaks=error).")
-        return "\n".join(lines)
+        found = _Found()
+        if leaked or differences or broken:
+            found.lines.append(f"{item.nodeid} left patches behind:")
+            found.lines += [f"  {self._render(a)}" for a in leaked]
+            found.lines += [f"  {d}" for d in differences]
+            found.lines += [f"  {line}" for line in broken]
+            found.activations += leaked
+        for by_fixture in self._fixture_leaks:
+            found.lines += by_fixture.lines
+            found.activations += by_fixture.activations
+            found.puts += by_fixture.puts
+        return found
 
-    def _undo(self, leaked: list[patchscope.Activation], expected: Snapshot | None) -> None:
+    def _undo(self, found: _Found) -> None:
         errors: list[BaseException] = []
-        for activation in reversed(leaked):
+        for activation in reversed(found.activations):
             try:
                 activation.stop()
             except Exception as error:
                 errors.append(error)
+        expected = self._expected
+        for put in found.puts:
+            try:
+                _put(put.owner, put.name, put.old)
+            except Exception as error:
+                errors.append(error)
         if expected is not None:
+            expected._accept(Difference(d.owner, d.name, d.new, d.old) for d in found.puts)
             # After the stops, whatever still differs was changed by other tools.
-            expected.restore()
+            _restore(expected)
         if errors:
             raise patchscope.RestoreError(
-                "undoing leaked activations failed: " + "; ".join(map(str, errors)), errors
+                "undoing leaked patches failed: " + "; ".join(map(str, errors)), errors
             )
 
     def _render(self, activation: patchscope.Activation) -> str:
@@ -280,14 +471,20 @@ class _LeakGuard:
     ) -> Generator[None, object, object]:
         if fixturedef.scope == "function":
             return (yield)
-        live = {id(a): a for a in patchscope.active()}
-        before = Snapshot(self._watched)
+        record = _FixtureRecord(fixturedef, Snapshot(self._watched), self._config.rootpath)
+        self._opening.append(record)
         try:
             return (yield)
         finally:
-            started = [a for a in patchscope.active() if id(a) not in live]
-            record = _FixtureRecord(started, before.diff())
-            self._owned.update((id(a), a) for a in started)
+            self._opening.pop()
+            record.activations = [a for a in patchscope.active() if id(a) not in record.live]
+            record.changes = _diff(record.before)[0]
+            # What this fixture did is not what a fixture it was set up inside
+            # of (through request.getfixturevalue) did.
+            for outer in self._opening:
+                outer.live.update((id(a), a) for a in record.activations)
+                outer.before._accept(record.changes)
+            self._owned.update((id(a), a) for a in record.activations)
             if self._expected is not None:
                 self._expected._accept(record.changes)
             self._records[id(fixturedef)] = record
@@ -306,15 +503,57 @@ class _LeakGuard:
             return
         live = {id(a) for a in patchscope.active()} if record.activations else set()
         # A redirect_* fixture this one requested outlives it and undoes them.
-        held = {id(a) for fixture in self.fixtures for a in fixture.activations}
+        held_activations = [a for fixture in self.fixtures for a in fixture.activations]
+        held = {id(a) for a in held_activations}
+        found = _Found()
         for activation in record.activations:
             self._owned.pop(id(activation), None)
             if id(activation) in live and id(activation) not in held:
-                self._fixture_leaks.append((activation, fixturedef.argname))
-        if self._expected is not None and record.finishing is not None:
-            # The teardown's changes are expected, and so is every attribute
-            # the setup changed going back to its value from before the setup.
-            self._expected._accept(record.finishing.diff())
-            self._expected._accept(
-                Difference(d.owner, d.name, d.new, d.old) for d in record.changes
-            )
+                found.activations.append(activation)
+        if record.finishing is not None:
+            teardown = _diff(record.finishing)[0]
+            if self._expected is not None:
+                # The teardown's changes are the fixture's, and so is every
+                # attribute its setup changed going back to its value from
+                # before the setup.
+                self._expected._accept(teardown)
+                self._expected._accept(
+                    Difference(d.owner, d.name, d.new, d.old) for d in record.changes
+                )
+            held_names = {(id(a.target), a.name) for a in held_activations}
+            held_names |= {(id(a.target), a.name) for a in found.activations}
+            touched = {(id(d.owner), d.name): d.owner for d in [*record.changes, *teardown]}
+            for (key, name), owner in touched.items():
+                if (key, name) in held_names or self._ignored(owner, name):
+                    continue
+                try:
+                    before, now = record.before._recorded(owner, name), _current(owner, name)
+                except Exception:  # a broken object: the next test's check reports it
+                    continue
+                if not _same(before, now):
+                    found.puts.append(Difference(owner, name, before, now))
+            if self._expected is not None:
+                # Blamed on the fixture, so not on the test being torn down.
+                self._expected._accept(found.puts)
+        if found.activations or found.puts:
+            found.lines.append(record.heading)
+            found.lines += [f"  {self._render(a)}" for a in found.activations]
+            found.lines += [f"  {d}" for d in found.puts]
+            self._fixture_leaks.append(found)
+
+
+def _unexplained(
+    differences: Iterable[Difference], leaked: list[patchscope.Activation]
+) -> list[Difference]:
+    """*differences* less those a leaked activation explains.
+
+    A leaked activation's own attribute is reported once, as the activation;
+    so is the class swap a context-scope one makes on a module.
+    """
+    explained = {(id(a.target), a.name) for a in leaked}
+    explained |= {
+        (id(a.target), "__class__")
+        for a in leaked
+        if a.scope == "context" and isinstance(a.target, types.ModuleType)
+    }
+    return [d for d in differences if (id(d.owner), d.name) not in explained]

@@ -359,3 +359,30 @@ ParityMachine.TestCase.settings = settings(max_examples=150, stateful_step_count
 TestParity = pytest.mark.filterwarnings("ignore::patchscope.RedirectConflictWarning")(
     ParityMachine.TestCase
 )
+
+
+_NAMESPACE_EDITS: dict[str, Callable[[dict[str, object]], None]] = {
+    "unchanged": lambda d: None,
+    "rebound": lambda d: d.update(b=Token("other")),
+    "rebound-equal": lambda d: d.update(n=10**30 + int("0")),
+    "added": lambda d: d.update(z=1),
+    "removed": lambda d: d.pop("a"),
+    "same-value-other-name": lambda d: (d.pop("c"), d.update(d=d["b"])),
+    "reordered": lambda d: d.update(a=d.pop("a")),
+}
+
+
+@pytest.mark.parametrize("edit", list(_NAMESPACE_EDITS))
+def test_same_namespace_twins_agree(edit: str) -> None:
+    """The C and Python quick checks of a snapshot's namespace give the same answer."""
+    from patchscope.testing import _snapshot
+
+    shared = Token("shared")
+    current: dict[str, object] = {"a": shared, "b": Token("b"), "n": 10**30, "c": shared}
+    saved, names = dict(current), list(current)
+    _NAMESPACE_EDITS[edit](current)
+    c_answer = _accel.speedups.same_namespace(current, saved, names)
+    assert c_answer is (edit == "unchanged")
+    assert c_answer is _snapshot._py_same_namespace(current, saved, names)
+    # A class's namespace is a mappingproxy: C refuses it, Python serves it.
+    assert _accel.speedups.same_namespace(vars(Token), dict(vars(Token)), list(vars(Token))) is None

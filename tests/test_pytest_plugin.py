@@ -333,10 +333,11 @@ def test_wider_fixtures_own_their_patches_until_teardown(tester: pytest.Pytester
 
 
 def test_a_wider_fixture_that_leaks_is_reported_at_its_teardown(tester: pytest.Pytester) -> None:
-    """A module-scoped fixture that never stops its redirect is named when it is torn down."""
-    _ini(tester, "patchscope_leaks = error")
+    """A module-scoped fixture's leftovers are blamed on it at its teardown, not on the test."""
+    _ini(tester, "patchscope_leaks = error", "patchscope_watch = helper")
     tester.makepyfile(
         test_scoped="""
+        from unittest import mock
         import pytest
         import helper
         import patchscope
@@ -344,6 +345,7 @@ def test_a_wider_fixture_that_leaks_is_reported_at_its_teardown(tester: pytest.P
         @pytest.fixture(scope="module")
         def leaky():
             patchscope.redirect_attr(helper, "value", "fixture").start()
+            mock.patch.object(helper, "other", "mocked").start()
 
         def test_one(leaky):
             pass
@@ -351,15 +353,27 @@ def test_a_wider_fixture_that_leaks_is_reported_at_its_teardown(tester: pytest.P
         def test_two(leaky):
             pass
         """,
+        test_then="""
+        import helper
+
+        def test_clean():
+            assert (helper.value, helper.other) == ("orig", "other")
+        """,
     )
     result = tester.runpytest()
-    result.assert_outcomes(passed=2, errors=1)
+    result.assert_outcomes(passed=3, errors=1)
     result.stdout.fnmatch_lines(
         [
             "*ERROR at teardown of test_two*",
-            "*entered at test_scoped.py:7, by fixture 'leaky'",
+            "fixture 'leaky' (scope='module', defined at test_scoped.py:6) left patches "
+            "behind at its teardown:",
+            "  activation <module 'helper'>.value -> 'fixture' (scope='process') "
+            "entered at test_scoped.py:8",
+            "  <module 'helper'>.other: 'other' -> 'mocked'",
+            "patchscope undid them (leaks=error).",
         ]
     )
+    result.stdout.no_fnmatch_line("*test_two left patches behind*")
 
 
 # -- a well-behaved plugin ----------------------------------------------------
@@ -422,3 +436,271 @@ def test_leaked_context_activation_on_a_watched_module_is_reported_once(
     result.assert_outcomes(passed=1, errors=1)
     result.stdout.fnmatch_lines(["*activation <module 'helper'>.value*test_ctx_leak.py:5*"])
     result.stdout.no_fnmatch_line("*__class__*")
+
+
+# -- when watch paths are imported ---------------------------------------------
+
+
+def test_a_project_module_next_to_the_tests_can_be_watched(pytester: pytest.Pytester) -> None:
+    """A watch path that only collection puts on sys.path imports, with no pythonpath ini."""
+    pytester.makepyfile(projmod="value = 'orig'\n")
+    pytester.makeini("[pytest]\npatchscope_watch = projmod\npatchscope_leaks = error\n")
+    pytester.makepyfile(
+        test_proj="""
+        import projmod
+
+        def test_leaks():
+            projmod.value = "leaked"
+
+        def test_next():
+            assert projmod.value == "orig"
+        """
+    )
+    result = pytester.runpytest()
+    result.assert_outcomes(passed=2, errors=1)
+    result.stdout.fnmatch_lines(["*<module 'projmod'>.value: 'orig' -> 'leaked'"])
+
+
+@pytest.mark.parametrize("args", [["--help"], ["--version"], ["--fixtures"], ["--collect-only"]])
+def test_runs_without_tests_never_import_watch_paths(
+    tester: pytest.Pytester, args: list[str]
+) -> None:
+    """--help, --version, --fixtures and --collect-only succeed with an unimportable watch path."""
+    _ini(tester, "patchscope_watch = no_such_module")
+    tester.makepyfile("def test_nothing(): pass")
+    assert tester.runpytest(*args).ret == pytest.ExitCode.OK
+
+
+# -- what is not a leak --------------------------------------------------------
+
+
+def test_copy_and_pickle_of_a_watched_class_is_not_a_leak(tester: pytest.Pytester) -> None:
+    """copy, deepcopy and pickle caching __slotnames__ on a watched class is not reported."""
+    tester.makepyfile(
+        models="""
+        class Model:
+            def __init__(self):
+                self.x = 1
+
+        class Slotted:
+            __slots__ = ("x",)
+            def __getstate__(self):
+                return None, {"x": self.x}
+        """
+    )
+    _ini(tester, "patchscope_watch = models:Model models:Slotted", "patchscope_leaks = error")
+    tester.makepyfile(
+        test_copies="""
+        import copy, pickle, typing
+        import models
+
+        def test_copies():
+            slotted = models.Slotted()
+            slotted.x = 2
+            for obj in (models.Model(), slotted):
+                copy.copy(obj)
+                copy.deepcopy(obj)
+                for protocol in range(2, pickle.HIGHEST_PROTOCOL + 1):
+                    pickle.dumps(obj, protocol)
+            typing.get_type_hints(models.Model)
+        """
+    )
+    tester.runpytest().assert_outcomes(passed=1)
+
+
+def test_ignore_list_exempts_exact_attributes_and_globs(tester: pytest.Pytester) -> None:
+    """patchscope_watch_ignore exempts the listed attributes (left as they are) and nothing else."""
+    _ini(
+        tester,
+        "patchscope_watch = helper",
+        "patchscope_watch_ignore = helper.value helper._cache*",
+        "patchscope_leaks = error",
+    )
+    tester.makepyfile(
+        test_ignored="""
+        import helper
+
+        def test_changes():
+            helper.value = "changed"
+            helper._cache_node = 1
+            helper.other = "leaked"
+
+        def test_next():
+            assert (helper.value, helper._cache_node) == ("changed", 1)
+            assert helper.other == "other"
+        """
+    )
+    result = tester.runpytest()
+    result.assert_outcomes(passed=2, errors=1)
+    result.stdout.fnmatch_lines(["*test_changes left patches behind:", "*.other: 'other' -> *"])
+    result.stdout.no_fnmatch_line("*.value:*")
+    result.stdout.no_fnmatch_line("*_cache_node*")
+
+
+def test_an_ignore_entry_outside_the_watched_objects_is_a_usage_error(
+    tester: pytest.Pytester,
+) -> None:
+    """An exact ignore entry whose owner is not watched stops the run naming it and the fix."""
+    _ini(tester, "patchscope_watch = helper", "patchscope_watch_ignore = time.tzname")
+    tester.makepyfile("def test_nothing(): pass")
+    result = tester.runpytest()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        ["*patchscope_watch_ignore: 'time.tzname' is not an attribute of a watched object: "
+         "add 'time' to patchscope_watch*"]
+    )
+
+
+def test_marker_sets_the_mode_of_one_test(tester: pytest.Pytester) -> None:
+    """@pytest.mark.patchscope(leaks=...) overrides the run's mode for that test only."""
+    tester.makepyfile(
+        test_marked="""
+        import pytest
+        import helper
+        import patchscope
+
+        @pytest.mark.patchscope(leaks="off")
+        def test_exempt():
+            patchscope.redirect_attr(helper, "value", "exempt").start()
+
+        def test_sees_the_exempt_leak():
+            assert helper.value == "exempt"
+            patchscope.active()[-1].stop()
+
+        @pytest.mark.patchscope(leaks="error")
+        def test_strict():
+            patchscope.redirect_attr(helper, "value", "strict").start()
+
+        def test_clean():
+            assert helper.value == "orig"
+        """
+    )
+    result = tester.runpytest("--patchscope-leaks=warn")
+    result.assert_outcomes(passed=4, errors=1)
+    result.stdout.fnmatch_lines(["*ERROR at teardown of test_strict*"])
+    result.stdout.no_fnmatch_line("*test_exempt left*")
+
+
+def test_a_bad_marker_is_a_usage_error(tester: pytest.Pytester) -> None:
+    """A patchscope marker without a valid leaks= stops the run naming the test."""
+    tester.makepyfile(
+        test_bad="""
+        import pytest
+
+        @pytest.mark.patchscope(leaks="loud")
+        def test_marked():
+            pass
+        """
+    )
+    result = tester.runpytest()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        ["*test_bad.py::test_marked: @pytest.mark.patchscope(leaks='loud'): expected leaks=*"]
+    )
+
+
+# -- reporting -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", ["warn", "error"])
+def test_a_watched_module_that_loses_its_name_is_reported(
+    tester: pytest.Pytester, mode: str
+) -> None:
+    """Deleting a watched module's __name__ is reported as a leak, not a plugin crash."""
+    _ini(tester, "patchscope_watch = helper")
+    tester.makepyfile(
+        test_name="""
+        import helper
+
+        def test_pops():
+            del helper.__name__
+
+        def test_next():
+            assert helper.__name__ == "helper"
+        """
+    )
+    result = tester.runpytest(f"--patchscope-leaks={mode}")
+    if mode == "warn":
+        result.assert_outcomes(passed=1, failed=1, warnings=1)
+    else:
+        result.assert_outcomes(passed=2, errors=1)
+    result.stdout.fnmatch_lines(["*<module '?'>.__name__: removed (was 'helper')"])
+    result.stdout.no_fnmatch_line("*pytest_plugin.py*")
+
+
+def test_a_warning_turned_error_is_undone_like_error_mode(tester: pytest.Pytester) -> None:
+    """Under warn, filterwarnings = error makes the leak an error at teardown, and undoes it."""
+    _ini(tester, "filterwarnings = error")
+    tester.makepyfile(test_leaky=LEAKY)
+    result = tester.runpytest()
+    result.assert_outcomes(passed=2, errors=1)
+    result.stdout.fnmatch_lines(
+        ["*patchscope undid them (the warnings filter turned the LeakWarning into an error)."]
+    )
+
+
+def test_leak_warning_has_its_public_name() -> None:
+    """LeakWarning names itself patchscope.testing.LeakWarning in tracebacks and filters."""
+    from patchscope.testing import LeakWarning
+
+    name = f"{LeakWarning.__module__}.{LeakWarning.__qualname__}"
+    assert name == "patchscope.testing.LeakWarning"
+
+
+# -- mock-style targets and scopes ----------------------------------------------
+
+
+def test_attr_takes_one_dotted_string_in_every_scope(tester: pytest.Pytester) -> None:
+    """redirect*.attr("pkg.mod.name", value) imports the module and patches that name."""
+    tester.makepyfile(
+        test_dotted="""
+        import helper
+
+        def test_function_scope(redirect):
+            redirect.attr("helper.value", "dotted")
+            assert helper.value == "dotted"
+
+        def test_module_scope(redirect_module):
+            redirect_module.attr("helper.other", "module")
+
+        def test_still(redirect_package, redirect_session):
+            redirect_package.attr("helper.value", "package")
+            redirect_session.attr("helper.third", 3, create=True)
+            assert (helper.value, helper.other, helper.third) == ("package", "module", 3)
+        """
+    )
+    tester.runpytest("--patchscope-leaks=error").assert_outcomes(passed=3)
+
+
+def test_redirect_package_has_pytests_package_scope_for_plugins(
+    pytester: pytest.Pytester,
+) -> None:
+    """redirect_package lives as pytest scopes a plugin's package fixture: to the session's end."""
+    pytester.makepyfile(helper=HELPER)
+    pytester.makeini("[pytest]\npythonpath = .\n")
+    pytester.makeconftest(
+        "import pathlib, helper\n\ndef pytest_sessionfinish(session):\n"
+        "    pathlib.Path('after.txt').write_text(helper.value)\n"
+    )
+    pkg = pytester.mkpydir("pkg_a")
+    (pkg / "test_one.py").write_text(
+        "import helper\n\ndef test_patch(redirect_package):\n"
+        "    redirect_package.attr(helper, 'value', 'pkg')\n"
+    )
+    (pkg / "test_two.py").write_text(
+        "import helper\n\ndef test_still():\n    assert helper.value == 'pkg'\n"
+    )
+    pytester.runpytest("--patchscope-leaks=error").assert_outcomes(passed=2)
+    assert (pytester.path / "after.txt").read_text() == "orig"
+
+
+def test_attr_refuses_a_missing_value_or_an_undotted_path() -> None:
+    """attr() without a value needs one dotted string; the errors say how to call it."""
+    fixture = RedirectFixture()
+    with pytest.raises(TypeError, match=r"no value to install: pass redirect\.attr\(target, name"):
+        fixture.attr(patchscope, "active")  # type: ignore[call-overload]
+    with pytest.raises(ValueError, match=r"redirect\.attr\('os', value\): a single target must"):
+        fixture.attr("os", 1)
+    with pytest.raises(AttributeError, match="has no attribute 'no_such_name'"):
+        fixture.attr("os.no_such_name", 1)
+    assert fixture.activations == ()

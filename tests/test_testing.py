@@ -162,6 +162,80 @@ def test_warning_registry_is_ignored() -> None:
     assert snap.diff() == []
 
 
+def _fresh(value: object) -> object:
+    """An equal value that is not the same object (where the type allows it)."""
+    import pickle
+
+    return pickle.loads(pickle.dumps(value))
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["tz" * 40, b"x" * 40, 10**30, 2.5, float("nan"), 1 + 2j, ("UTC", ("UTC", 3.0)),
+     frozenset({"a", 10**30}), None, True],
+    ids=["str", "bytes", "int", "float", "nan", "complex", "tuple", "frozenset", "None", "bool"],
+)
+def test_an_equal_immutable_builtin_rebound_is_unchanged(value: object) -> None:
+    """Rebinding to an equal value of an immutable builtin type (time.tzset does) is no change."""
+    mod = _module()
+    mod.value = value  # type: ignore[attr-defined]
+    snap = snapshot(mod)
+    mod.value = _fresh(value)  # type: ignore[attr-defined]
+    assert snap.diff() == []
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [(0.0, -0.0), (1, True), (1, 1.0), ((1, [2]), (1, [2])), ("a", type("S", (str,), {})("a")),
+     (frozenset({1}), frozenset({1.0}))],
+    ids=["signed-zero", "int-bool", "int-float", "tuple-of-list", "str-subclass", "set-types"],
+)
+def test_other_equal_values_are_still_changes(old: object, new: object) -> None:
+    """An equal value of another type, a mutable part or a subclass is a change."""
+    mod = _module()
+    mod.value = old  # type: ignore[attr-defined]
+    snap = snapshot(mod)
+    mod.value = new  # type: ignore[attr-defined]
+    assert [d.name for d in snap.diff()] == ["value"]
+
+
+def test_copy_pickle_and_annotation_caches_are_ignored() -> None:
+    """__slotnames__ from copy/pickle and a lazily created __annotations__ are not differences."""
+    import copy
+    import pickle
+    import typing
+
+    class Plain:
+        pass
+
+    class Slotted:
+        __slots__ = ("x",)
+
+        def __getstate__(self) -> object:
+            return None, {"x": 1}
+
+    snap = snapshot(Plain, Slotted)
+    for obj in (Plain(), Slotted()):
+        copy.copy(obj)
+        copy.deepcopy(obj)
+        for protocol in range(2, pickle.HIGHEST_PROTOCOL + 1):
+            obj.__reduce_ex__(protocol)  # what pickle.dumps calls
+    typing.get_type_hints(Plain)
+    assert "__slotnames__" in vars(Plain)
+    assert snap.diff() == []
+
+
+def test_a_module_that_lost_its_name_is_compared() -> None:
+    """A module whose __name__ was deleted still diffs, and reports that as the difference."""
+    mod = _module()
+    snap = snapshot(mod)
+    del mod.__name__
+    mod.sub = types.ModuleType("fake_mod.sub")  # type: ignore[attr-defined]
+    assert [(d.name, d.kind) for d in snap.diff()] == [("__name__", "removed"), ("sub", "added")]
+    snap.restore()
+    assert mod.__name__ == "fake_mod"
+
+
 def test_snapshot_without_dict_names_the_object() -> None:
     """An object without __dict__ is refused with a TypeError saying what to do."""
     with pytest.raises(TypeError, match=r"cannot snapshot 3: it has no __dict__"):
@@ -343,6 +417,30 @@ def test_a_failing_step_aborts_all_threads_and_is_raised() -> None:
         schedule.run([_NaiveRedirect(mod, "value", 2)], [lambda: None, boom])
 
 
+def test_run_checks_the_watched_objects_and_puts_them_back() -> None:
+    """A pasted regression test fails by itself: run(watch=) reports and undoes what leaked."""
+    mod = _module()
+    schedule = Schedule(threads=((Start(0), Start(0)),), order=(0, 0))
+    with pytest.raises(AssertionError) as info:
+        schedule.run([_NaiveRedirect(mod, "value", 2)], watch=[mod])
+    assert "not restored: <module 'fake_mod'>.value: 1 -> 2" in str(info.value)
+    assert "steps as they ran:" in str(info.value)
+    assert mod.value == 1
+
+
+def test_run_reports_activations_left_live() -> None:
+    """run() fails on a patchscope activation its callables left live, and stops it."""
+    mod = _module()
+    before = len(patchscope.active())
+
+    def leak() -> None:
+        patchscope.redirect_attr(mod, "value", 9).start()
+
+    with pytest.raises(AssertionError, match=r"still live: <Activation live <module 'fake_mod'>"):
+        Schedule(threads=((Call(0),),), order=(0,)).run([], [leak])
+    assert (len(patchscope.active()), mod.value) == (before, 1)
+
+
 @pytest.mark.parametrize(
     "schedule",
     [
@@ -493,6 +591,7 @@ def test_check_restores_finds_and_shrinks_the_mock_patch_leak() -> None:
     assert "steps as they ran:" in message
     # The smallest leak: two starts, stopped oldest first at the end.
     assert "Schedule(threads=((Start(redirect=0), Start(redirect=0)),), order=(0, 0))" in message
+    assert ".run(redirects, callables, watch=watch)" in message
     assert mod.value == 1
 
 

@@ -80,6 +80,8 @@ static PyMethodDef module_methods[] = {
      "prepare(target, name): twin of _slots._py_prepare."},
     {"preset_new", (PyCFunction)py_preset_new, METH_O, "Twin of _cpython.preset_new."},
     {"repair_new", (PyCFunction)py_repair_new, METH_O, "Twin of _cpython.repair_new."},
+    {"same_namespace", (PyCFunction)(void (*)(void))py_same_namespace, METH_FASTCALL,
+     "same_namespace(current, saved, names): twin of testing._snapshot._py_same_namespace."},
     {NULL},
 };
 

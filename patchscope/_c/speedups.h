@@ -246,6 +246,11 @@ PyObject *py_is_private_module_class(PyObject *module, PyObject *tp);
 PyObject *py_repair_new(PyObject *module, PyObject *cls);
 
 /* ------------------------------------------------------------------------ */
+/* snapshot.c */
+
+PyObject *py_same_namespace(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+
+/* ------------------------------------------------------------------------ */
 /* entry.c */
 
 EntryObject *entry_new(PyObject *target, PyObject *name, PyObject *key, Py_hash_t hash,

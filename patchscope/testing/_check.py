@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from ._schedule import _Run
 from ._snapshot import Snapshot
 
 
@@ -39,8 +38,7 @@ def check_restores(
     from hypothesis import given, settings
     from hypothesis import strategies as st
 
-    import patchscope
-
+    from ._schedule import _report, _Run
     from .strategies import schedules
 
     watched = tuple(watch)
@@ -62,48 +60,15 @@ def check_restores(
                     f"make_activations() returned {item!r}, which is neither a redirect "
                     "(with start()) nor a callable"
                 )
-        before = Snapshot(watched)
-        # Held, not just their ids: an id is only unique while its object lives.
-        live = {id(activation): activation for activation in patchscope.active()}
         schedule = data.draw(schedules(len(redirects), len(callables), threads=threads))
         run = _Run(schedule, redirects, callables, timeout=10.0)
-        error: Exception | None = None
-        try:
-            run.execute()
-        except Exception as raised:
-            error = raised
-        leftover = [a for a in patchscope.active() if id(a) not in live]
-        differences = before.diff()
-        if error is None and not leftover and not differences:
+        error, problems = run.checked(Snapshot(watched))
+        if error is None and not problems:
             return
-        problems = [f"a step raised {error!r}"] if error is not None else []
-        problems += [f"still live: {a!r}" for a in leftover]
-        problems += [f"not restored: {difference}" for difference in differences]
-        for activation in leftover:
-            activation.stop()
-        before.restore()
-        raise AssertionError(
-            _report(schedule, redirects, callables, run.trace, problems)
-        ) from error
+        if error is not None:
+            problems.insert(0, f"a step raised {error!r}")
+        report = _report(schedule, redirects, callables, run.trace, problems, regression=True)
+        raise AssertionError(report) from error
 
     check()
 
-
-def _report(
-    schedule: object,
-    redirects: Sequence[object],
-    callables: Sequence[object],
-    trace: Sequence[str],
-    problems: Sequence[str],
-) -> str:
-    lines = ["restore check failed:"]
-    lines += [f"  {problem}" for problem in problems]
-    lines.append("schedule:")
-    lines += [f"  {line}" for line in str(schedule).splitlines()]
-    lines += [f"  r{i} = {r!r}" for i, r in enumerate(redirects)]
-    lines += [f"  c{i} = {c!r}" for i, c in enumerate(callables)]
-    if trace:
-        lines.append("steps as they ran:")
-        lines += [f"  {line}" for line in trace]
-    lines.append(f"regression test: {schedule!r}.run(redirects, callables)")
-    return "\n".join(lines)

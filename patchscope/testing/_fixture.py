@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import threading
-from typing import Any, TypeAlias
+from typing import Any, Final, TypeAlias, overload
 
 import patchscope
+from patchscope._resolve import describe
 
 _Handle: TypeAlias = "patchscope.Activation | patchscope.ActivationGroup"
+
+#: ``attr(target, name)`` without a value: the one-dotted-string form.
+_NOTSET: Final = object()
 
 
 def _start(redirect: patchscope.Redirect) -> _Handle:
@@ -19,12 +23,30 @@ def _start(redirect: patchscope.Redirect) -> _Handle:
     return redirect.start(stacklevel=3)
 
 
+def _split_path(path: object, value: object) -> tuple[str, str]:
+    """``attr(path, value)``'s dotted *path* as (owner path, attribute name)."""
+    if not isinstance(path, str):
+        raise TypeError(
+            f"redirect.attr({describe(path)}, {value!r}) has no value to install: pass "
+            "redirect.attr(target, name, value), or one dotted string and the value, "
+            "redirect.attr('pkg.mod.name', value)"
+        )
+    owner, dot, name = path.rpartition(".")
+    if not dot or not owner or not name:
+        raise ValueError(
+            f"redirect.attr({path!r}, value): a single target must be a dotted path "
+            "'module.name' (e.g. 'os.getcwd'); or pass the target and the name apart: "
+            "redirect.attr(target, name, value)"
+        )
+    return owner, name
+
+
 class RedirectFixture:
     """Starts redirects and undoes them all, newest first, on :meth:`undo`.
 
-    The pytest fixtures ``redirect``, ``redirect_class``, ``redirect_module``
-    and ``redirect_session`` are instances whose :meth:`undo` runs at the
-    teardown of their scope, also when the test failed.
+    The pytest fixtures ``redirect``, ``redirect_class``, ``redirect_module``,
+    ``redirect_package`` and ``redirect_session`` are instances whose
+    :meth:`undo` runs at the teardown of their scope, also when the test failed.
 
     Thread safety: :meth:`attr`, :meth:`construction` and :meth:`undo` may be
     called from any thread; a lock guards the list of activations.
@@ -34,16 +56,35 @@ class RedirectFixture:
         self._lock = threading.Lock()
         self._handles: list[_Handle] = []
 
+    @overload
+    def attr(
+        self, path: str, value: object, /, *, create: bool = ..., scope: str = ...
+    ) -> _Handle: ...
+
+    @overload
+    def attr(
+        self, target: object, name: str, value: object, *, create: bool = ..., scope: str = ...
+    ) -> _Handle: ...
+
     def attr(
         self,
         target: object,
-        name: str,
-        value: object,
+        name: Any,
+        value: object = _NOTSET,
         *,
         create: bool = False,
         scope: str = "process",
     ) -> _Handle:
-        """Start ``patchscope.redirect_attr(target, name, value, ...)``; return the activation."""
+        """Start ``patchscope.redirect_attr(target, name, value, ...)``; return the activation.
+
+        ``attr("pkg.mod.name", value)`` is the same as
+        ``attr("pkg.mod", "name", value)``, like ``mocker.patch("os.getcwd")``
+        and ``monkeypatch.setattr("os.getcwd", value)``: the module is
+        imported, and a missing attribute is an error unless ``create=True``.
+        """
+        if value is _NOTSET:
+            value = name
+            target, name = _split_path(target, value)
         redirect = patchscope.redirect_attr(target, name, value, create=create, scope=scope)
         return self._keep(_start(redirect))
 

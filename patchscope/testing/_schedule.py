@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import dataclasses
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, Protocol, TypeAlias
+
+from ._snapshot import Snapshot
 
 
 class ScheduledError(Exception):
@@ -126,18 +128,36 @@ class Schedule:
         redirects: Sequence[Any],
         callables: Sequence[Callable[[], object]] = (),
         *,
+        watch: Iterable[object] = (),
         timeout: float = 10.0,
     ) -> list[str]:
-        """Run the schedule; return the steps as they ran, one line each.
+        """Run the schedule, check that it restored; return the steps as they ran.
 
         Each thread's program runs in a new thread; handles still live at the
-        end are stopped by the calling thread, oldest first. An exception from
-        a step (other than the :class:`ScheduledError` the schedule raises
-        itself) aborts the other threads at their next step and is re-raised
-        here after the cleanup; a step that does not finish within *timeout*
-        seconds raises :class:`TimeoutError` (its thread is left behind).
+        end are stopped by the calling thread, oldest first. Then the objects
+        in *watch* (modules, classes, instances) must be back to their
+        snapshot taken before the run, and no patchscope activation the run
+        started may still be live: otherwise they are put back and an
+        :class:`AssertionError` lists what was not restored and the steps as
+        they ran. That makes ``schedule.run(redirects, callables, watch=...)``,
+        pasted from a :func:`~patchscope.testing.check_restores` failure, a
+        complete regression test.
+
+        An exception from a step (other than the :class:`ScheduledError` the
+        schedule raises itself) aborts the other threads at their next step
+        and is re-raised here after the cleanup (chained from the
+        :class:`AssertionError` if something was also not restored); a step
+        that does not finish within *timeout* seconds raises
+        :class:`TimeoutError` (its thread is left behind).
         """
-        return _Run(self, redirects, callables, timeout).execute()
+        run = _Run(self, redirects, callables, timeout)
+        error, problems = run.checked(Snapshot(watch))
+        if problems:
+            report = _report(self, redirects, callables, run.trace, problems)
+            raise AssertionError(report) from error
+        if error is not None:
+            raise error
+        return run.trace
 
 
 def _render(ops: Sequence[Op], steps: Iterator[int], depth: int) -> Iterator[str]:
@@ -156,6 +176,29 @@ def _render(ops: Sequence[Op], steps: Iterator[int], depth: int) -> Iterator[str
             yield f"{next(steps):>3}{pad}stop live handle #{op.handle}"
         else:
             yield f"{next(steps):>3}{pad}call c{op.callable}"
+
+
+def _report(
+    schedule: Schedule,
+    redirects: Sequence[object],
+    callables: Sequence[object],
+    trace: Sequence[str],
+    problems: Sequence[str],
+    *,
+    regression: bool = False,
+) -> str:
+    lines = ["restore check failed:"]
+    lines += [f"  {problem}" for problem in problems]
+    lines.append("schedule:")
+    lines += [f"  {line}" for line in str(schedule).splitlines()]
+    lines += [f"  r{i} = {r!r}" for i, r in enumerate(redirects)]
+    lines += [f"  c{i} = {c!r}" for i, c in enumerate(callables)]
+    if trace:
+        lines.append("steps as they ran:")
+        lines += [f"  {line}" for line in trace]
+    if regression:
+        lines.append(f"regression test: {schedule!r}.run(redirects, callables, watch=watch)")
+    return "\n".join(lines)
 
 
 class _Aborted(BaseException):
@@ -187,6 +230,30 @@ class _Run:
         self._pool: list[tuple[int, _Handle]] = []
         #: the steps as they ran, one line each
         self.trace: list[str] = []
+
+    def checked(self, before: Snapshot) -> tuple[Exception | None, list[str]]:
+        """Execute, then check the restore guarantees against *before*.
+
+        Returns the step's exception (if one failed) and the problems found;
+        activations left live are stopped and *before* is restored.
+        """
+        import patchscope
+
+        # Held, not just their ids: an id is only unique while its object lives.
+        live = {id(activation): activation for activation in patchscope.active()}
+        error: Exception | None = None
+        try:
+            self.execute()
+        except Exception as raised:
+            error = raised
+        leftover = [a for a in patchscope.active() if id(a) not in live]
+        differences = before.diff()
+        problems = [f"still live: {a!r}" for a in leftover]
+        problems += [f"not restored: {difference}" for difference in differences]
+        for activation in leftover:
+            activation.stop()
+        before.restore()
+        return error, problems
 
     def execute(self) -> list[str]:
         # Every program runs in a thread of its own, so that the calling

@@ -3,8 +3,12 @@
 A snapshot copies ``vars(obj)`` shallowly: it is cheap enough to take before
 every test (the pytest plugin does) and it sees every rebinding, whichever tool
 made it (``mock.patch(...).start()``, ``monkeypatch``, a bare assignment).
-Values are compared with ``is``, never ``==``: a patch that installs an equal
-but different object is still a patch.
+Values are compared with ``is``: a patch that installs an equal but different
+object is still a patch. The one exception is a value of an immutable builtin
+type (``str``, ``bytes``, ``int``, ``float``, ``complex``, ``bool``, ``None``,
+and tuples and frozensets of those): rebound to an equal value of the same
+type, nothing anyone can observe changed (``time.tzset()`` rebinds
+``time.tzname`` to an equal tuple), so it is not a difference.
 """
 
 from __future__ import annotations
@@ -12,26 +16,78 @@ from __future__ import annotations
 import dataclasses
 import sys
 import types
-from collections.abc import Iterable
-from typing import Final
+from collections.abc import Iterable, Iterator
+from operator import is_
+from typing import Any, Final
 
+from .._accel import speedups
 from .._resolve import ABSENT, describe
 
-#: Names the interpreter itself writes into module dictionaries: the
+#: Names the interpreter itself writes as caches, which are not patches: the
 #: ``warnings`` machinery adds ``__warningregistry__`` to the module that
-#: triggered a warning, which is not a patch.
-_IGNORED: Final = frozenset({"__warningregistry__"})
+#: triggered a warning, and ``copy``, ``copy.deepcopy`` and ``pickle``
+#: (protocol 2 and up) all go through ``copyreg._slotnames``, which stores
+#: ``__slotnames__`` on the class of the object copied. Those two are all
+#: that the copy and pickle machinery caches.
+_IGNORED: Final = frozenset({"__warningregistry__", "__slotnames__"})
+
+#: Added names holding a dict that reading annotations creates: 3.10 to 3.13
+#: store an empty ``__annotations__`` on a class or module that had none the
+#: first time it is read (``typing.get_type_hints``, dataclasses, attrs), and
+#: 3.14 caches what ``__annotate__`` computes in a class's
+#: ``__annotations_cache__``.
+_ANNOTATION_CACHES: Final = frozenset({"__annotations__", "__annotations_cache__"})
+
+#: Immutable builtin types whose equal values are interchangeable; float and
+#: complex compare by ``repr`` so that ``-0.0`` and ``0.0`` differ and a NaN
+#: equals itself.
+_SCALARS: Final = frozenset({type(None), bool, int, str, bytes})
+_BY_REPR: Final = frozenset({float, complex})
+#: Deeper tuples are compared by identity (and reported if rebound).
+_MAX_DEPTH: Final = 8
 
 
-def _submodule(obj: object, name: str, value: object) -> bool:
-    """True if *value* is the submodule ``obj.name`` that an import bound on its parent.
+def _value_key(value: object, depth: int = 0) -> object:
+    """A key equal for two values of the immutable builtin types exactly when
+    they are interchangeable; None for any other value."""
+    cls = type(value)
+    if cls in _SCALARS:
+        return (cls, value)
+    if cls in _BY_REPR:
+        return (cls, repr(value))
+    if (cls is tuple or cls is frozenset) and depth < _MAX_DEPTH:
+        keys = [_value_key(item, depth + 1) for item in value]  # type: ignore[attr-defined]
+        if any(key is None for key in keys):
+            return None
+        return (cls, tuple(keys) if cls is tuple else frozenset(keys))
+    return None
 
-    Importing ``pkg.sub`` for the first time sets ``pkg.sub``; that is the
-    import system at work (often a lazy import inside a library), not a patch.
+
+def _same(old: object, new: object) -> bool:
+    """Whether rebinding *old* to *new* changed nothing anyone can observe."""
+    if old is new:
+        return True
+    key = _value_key(old)
+    return key is not None and key == _value_key(new)
+
+
+def _expected_addition(obj: object, name: str, value: object) -> bool:
+    """True if adding ``obj.name = value`` is the interpreter at work, not a patch.
+
+    Importing ``pkg.sub`` for the first time sets ``pkg.sub`` (often a lazy
+    import inside a library); reading annotations caches them.
     """
+    if name in _ANNOTATION_CACHES:
+        return type(value) is dict
     if not isinstance(obj, types.ModuleType) or not isinstance(value, types.ModuleType):
         return False
-    return value.__name__ == f"{obj.__name__}.{name}" and sys.modules.get(value.__name__) is value
+    # vars(), not getattr: a watched module may have lost its __name__.
+    parent, child = vars(obj).get("__name__"), vars(value).get("__name__")
+    return (
+        isinstance(child, str)
+        and child == f"{parent}.{name}"
+        and sys.modules.get(child) is value
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -80,10 +136,10 @@ class Snapshot:
     them when no other thread is patching those objects.
     """
 
-    __slots__ = ("_saved",)
+    __slots__ = ("_identical", "_saved")
 
     def __init__(self, objects: Iterable[object]) -> None:
-        saved: list[tuple[object, type, dict[str, object]]] = []
+        saved: list[tuple[object, type, dict[str, object], list[str]]] = []
         for obj in objects:
             try:
                 namespace = vars(obj)
@@ -92,37 +148,51 @@ class Snapshot:
                     f"cannot snapshot {describe(obj)}: it has no __dict__; "
                     "snapshot its module or class instead"
                 ) from None
-            saved.append((obj, type(obj), dict(namespace)))
+            saved.append((obj, type(obj), dict(namespace), list(namespace)))
         self._saved = saved
+        #: whether the last comparison found every object exactly as recorded
+        self._identical = True
 
     @property
     def objects(self) -> tuple[object, ...]:
         """The snapshotted objects, in the order given."""
-        return tuple(obj for obj, _, _ in self._saved)
+        return tuple(entry[0] for entry in self._saved)
 
     def diff(self) -> list[Difference]:
-        """Return every name whose value is not, by identity, the recorded one.
+        """Return every name whose value is not the recorded one.
 
+        Values are compared by identity, except that an equal value of an
+        immutable builtin type counts as unchanged (see the module docs).
         Per object, changed and removed names come first in recorded order,
         then added names in current order.
         """
         differences: list[Difference] = []
-        for obj, cls, old in self._saved:
-            # patchscope's context scope swaps a module's class (its __dict__
-            # stays as it was), so a leaked swap only shows here.
-            if type(obj) is not cls:
-                differences.append(Difference(obj, "__class__", cls, type(obj)))
-            new = vars(obj)
-            if len(new) == len(old) and all(new.get(k, ABSENT) is v for k, v in old.items()):
-                continue  # the common case: nothing changed, one pass, no allocations
-            for name, value in old.items():
-                current = new.get(name, ABSENT)
-                if current is not value and name not in _IGNORED:
-                    differences.append(Difference(obj, name, value, current))
-            for name, value in new.items():
-                if name not in old and name not in _IGNORED and not _submodule(obj, name, value):
-                    differences.append(Difference(obj, name, ABSENT, value))
+        for _, found in self._compare():
+            if isinstance(found, Exception):
+                raise found
+            differences += found
         return differences
+
+    def _compare(self) -> Iterator[tuple[object, list[Difference] | Exception]]:
+        """Per object, its differences, or the exception comparing it raised."""
+        identical = True
+        for obj, cls, old, keys in self._saved:
+            try:
+                differences, same = _differences(obj, cls, old, keys)
+            except Exception as error:
+                identical = False
+                yield obj, error
+            else:
+                identical = identical and same
+                yield obj, differences
+        self._identical = identical
+
+    def _recorded(self, owner: object, name: str) -> object:
+        """The value recorded for ``owner.name`` (ABSENT if it had none)."""
+        for obj, cls, namespace, _ in self._saved:
+            if obj is owner:
+                return cls if name == "__class__" else namespace.get(name, ABSENT)
+        raise KeyError(f"{describe(owner)} is not in this snapshot")
 
     def assert_unchanged(self) -> None:
         """Raise :class:`AssertionError` listing every difference, if there is any."""
@@ -142,16 +212,75 @@ class Snapshot:
 
     def _accept(self, differences: Iterable[Difference]) -> None:
         """Record each difference's ``new`` as the expected value from now on."""
-        saved = {id(obj): index for index, (obj, _, _) in enumerate(self._saved)}
+        saved = {id(entry[0]): index for index, entry in enumerate(self._saved)}
         for difference in differences:
             index = saved[id(difference.owner)]
-            obj, _, namespace = self._saved[index]
+            obj, cls, namespace, _ = self._saved[index]
             if difference.name == "__class__" and isinstance(difference.new, type):
-                self._saved[index] = (obj, difference.new, namespace)
+                cls = difference.new
             elif difference.new is ABSENT:
                 namespace.pop(difference.name, None)
             else:
                 namespace[difference.name] = difference.new
+            # The order of names only serves diff's quick check; what it
+            # cannot confirm it compares name by name.
+            self._saved[index] = (obj, cls, namespace, list(namespace))
+
+
+def _py_same_namespace(
+    current: dict[str, object], saved: dict[str, object], names: list[str]
+) -> bool | None:
+    """Whether *current* holds the names of *saved*, in order, bound to the same objects.
+
+    The quick check before comparing name by name; False only means "compare".
+    Keep in sync with ``py_same_namespace`` in ``_c/snapshot.c``, which
+    answers None (refuses) for anything but a plain dict.
+    """
+    return (
+        len(current) == len(saved)
+        and all(map(is_, current.values(), saved.values()))
+        and list(current) == names
+    )
+
+
+_c_same_namespace = speedups.same_namespace if speedups is not None else None
+
+
+def _same_namespace(current: Any, saved: dict[str, object], names: list[str]) -> bool:
+    if _c_same_namespace is not None:
+        same = _c_same_namespace(current, saved, names)
+        if same is not None:
+            return same  # type: ignore[no-any-return]
+    return bool(_py_same_namespace(current, saved, names))
+
+
+def _differences(
+    obj: object, cls: type, old: dict[str, object], keys: list[str]
+) -> tuple[list[Difference], bool]:
+    """The differences of one object, and whether its namespace is the recorded one exactly."""
+    differences: list[Difference] = []
+    # patchscope's context scope swaps a module's class (its __dict__ stays
+    # as it was), so a leaked swap only shows here.
+    if type(obj) is not cls:
+        differences.append(Difference(obj, "__class__", cls, type(obj)))
+    new = vars(obj)
+    # The common case, nothing changed: the same names in the same order
+    # holding the same objects, checked without allocating per name.
+    if _same_namespace(new, old, keys):
+        return differences, not differences
+    for name, value in old.items():
+        current = new.get(name, ABSENT)
+        if name not in _IGNORED and not _same(value, current):
+            differences.append(Difference(obj, name, value, current))
+    for name, value in new.items():
+        if name not in old and name not in _IGNORED and not _expected_addition(obj, name, value):
+            differences.append(Difference(obj, name, ABSENT, value))
+    return differences, False
+
+
+def _current(owner: object, name: str) -> object:
+    """What a snapshot would record for ``owner.name`` now."""
+    return type(owner) if name == "__class__" else vars(owner).get(name, ABSENT)
 
 
 def _put(owner: object, name: str, value: object) -> None:
