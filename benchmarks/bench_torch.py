@@ -7,7 +7,10 @@
    the undecorated class cannot construct (no CUDA), its baseline runs with
    ``torch.cuda.Event`` rebound once, by hand, outside the timed loop: what
    the module costs with no per-construction patching at all.
-2. HostEvent: ``record()`` and ``elapsed_time()``, in nanoseconds per call.
+2. A function decorated with ``@device_namespace()`` or ``@device_events()``:
+   microseconds per call over the bare function (target for
+   ``@device_namespace()``: at most 1.5 us on a non-CUDA device).
+3. HostEvent: ``record()`` and ``elapsed_time()``, in nanoseconds per call.
 
     python benchmarks/bench_torch.py
 """
@@ -24,9 +27,16 @@ from types import ModuleType
 
 import torch
 
-from patchscope.torch import HostEvent, active_device_type, device_event_class
+from patchscope.torch import (
+    HostEvent,
+    active_device_type,
+    device_event_class,
+    device_events,
+    device_namespace,
+)
 
 TARGET_RATIO = 1.10
+TARGET_CALL_US = 1.5
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "device_agnostic_attention.py"
 
 
@@ -99,6 +109,33 @@ def bench_construction(
         )
 
 
+def bench_decorated_call(number: int = 20_000, repeat: int = 15) -> None:
+    """Print what each decorator adds to one call of a trivial function."""
+
+    def bare() -> None:
+        pass
+
+    decorated = {
+        "@device_namespace()": device_namespace()(bare),
+        "@device_events()": device_events()(bare),
+    }
+    times = dict.fromkeys(["bare", *decorated], float("inf"))
+    for _ in range(repeat):  # round-robin, as above
+        times["bare"] = min(times["bare"], mean_ns(bare, number))
+        for name, fn in decorated.items():
+            times[name] = min(times[name], mean_ns(fn, number))
+    print(f"A decorated call on {active_device_type()}, best of {repeat} x {number}:")
+    print(f"  bare function        {times['bare'] / 1e3:8.2f} us")
+    for name in decorated:
+        extra = (times[name] - times["bare"]) / 1e3
+        verdict = ""
+        if name == "@device_namespace()":
+            verdict = (
+                ", ok" if extra <= TARGET_CALL_US else f", above the {TARGET_CALL_US} us target"
+            )
+        print(f"  {name:20s} {times[name] / 1e3:8.2f} us  ({extra:+.2f} us per call{verdict})")
+
+
 def bench_host_event(number: int = 100_000) -> None:
     """Print HostEvent record() and elapsed_time() costs."""
     start, end = HostEvent(enable_timing=True), HostEvent(enable_timing=True)
@@ -116,4 +153,5 @@ if __name__ == "__main__":
     example = load_example()
     bench_construction(example, dim=64, heads=4, number=100)  # the example's defaults
     bench_construction(example, dim=1024, heads=16, number=3)
+    bench_decorated_call()
     bench_host_event()

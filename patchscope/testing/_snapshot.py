@@ -35,8 +35,10 @@ _IGNORED: Final = frozenset({"__warningregistry__", "__slotnames__"})
 #: store an empty ``__annotations__`` on a class or module that had none the
 #: first time it is read (``typing.get_type_hints``, dataclasses, attrs), and
 #: 3.14 caches what ``__annotate__`` computes in a class's
-#: ``__annotations_cache__``.
+#: ``__annotations_cache__``, and a class without annotations gets
+#: ``__annotate_func__ = None`` (PEP 649).
 _ANNOTATION_CACHES: Final = frozenset({"__annotations__", "__annotations_cache__"})
+_ANNOTATE_FUNC: Final = "__annotate_func__"
 
 #: Immutable builtin types whose equal values are interchangeable; float and
 #: complex compare by ``repr`` so that ``-0.0`` and ``0.0`` differ and a NaN
@@ -79,6 +81,8 @@ def _expected_addition(obj: object, name: str, value: object) -> bool:
     """
     if name in _ANNOTATION_CACHES:
         return type(value) is dict
+    if name == _ANNOTATE_FUNC:
+        return value is None and isinstance(obj, type)
     if not isinstance(obj, types.ModuleType) or not isinstance(value, types.ModuleType):
         return False
     # vars(), not getattr: a watched module may have lost its __name__.
