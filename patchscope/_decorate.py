@@ -5,10 +5,10 @@ concurrent calls are independent (``mock.patch`` shares one patcher state and
 breaks; ANCHORS). Generators and async generators are activated only while
 their own code runs: the caller never sees the redirect between items
 (``mock.patch`` is already gone before the body runs; cpython gh-88893).
-A plain function (and so a class's ``__init__``) is wrapped by a real
-function, which pickle finds by name and cloudpickle ships by value with its
-redirect (Ray, Dask, notebooks); generators, coroutines and other callables
-get a ``wrapt.FunctionWrapper``, pickled by name. Either way binding
+A function (plain, generator, coroutine, async generator; so also a class's
+``__init__``) is wrapped by a real function, which pickle finds by name and
+cloudpickle ships by value with its redirect (Ray, Dask, notebooks); other
+callables get a ``wrapt.FunctionWrapper``, pickled by name. Either way binding
 (instance, class and static methods), ``__wrapped__``, ``inspect.signature``
 and the ``inspect.is*function`` predicates stay those of the wrapped function.
 """
@@ -74,10 +74,6 @@ class _PyCallWrapper:
         finally:
             handle.stop()
 
-    def __reduce__(self) -> tuple[Any, ...]:
-        # A decorated function pickled by value carries its wrapper.
-        return (type(self), (self.redirect, self.code))
-
 
 def _twins(redirect: Redirect) -> tuple[Any, Any]:
     """(Guard, CallWrapper): the C twins for redirects the accelerator runs, else Python's."""
@@ -101,24 +97,15 @@ def decorate(redirect: Redirect, obj: Any) -> Any:
 
 
 def wrap_callable(redirect: Redirect, fn: Callable[..., Any]) -> Any:
-    """A wrapt wrapper that activates *redirect* around each call of *fn*."""
+    """A callable that activates *redirect* around each call of *fn* (each step of a generator)."""
     code = getattr(inspect.unwrap(fn), "__code__", None)
+    if type(fn) is types.FunctionType:
+        return _redirected_function(redirect, fn, code)
+    # Anything else callable (a bound method, a callable object, a builtin):
+    # a wrapt proxy, which keeps its attributes and binding.
     guard, call_wrapper = _twins(redirect)
-
-    # Generators, async generators and coroutines get a driver that activates
-    # the redirect around each step of their own code; plain callables around
-    # the call.
-    driver: Callable[..., Any] | None = None
-    if inspect.isasyncgenfunction(fn):
-        driver = _drive_async
-    elif inspect.isgeneratorfunction(fn):
-        driver = _drive
-    elif inspect.iscoroutinefunction(fn):
-        driver = _run_activated
-
+    driver = _driver_of(fn)
     if driver is None:
-        if type(fn) is types.FunctionType:
-            return _redirected_function(fn, call_wrapper(redirect, code))
         return _Wrapper(fn, call_wrapper(redirect, code))
     drive = driver
 
@@ -132,21 +119,167 @@ def wrap_callable(redirect: Redirect, fn: Callable[..., Any]) -> Any:
     return _Wrapper(fn, step_wrapper)
 
 
-def _redirected_function(fn: types.FunctionType, call: Any) -> Callable[..., Any]:
-    """A plain function that runs *fn* through *call* (the redirect's call wrapper).
+def _driver_of(fn: Any) -> Callable[..., Any] | None:
+    """How *fn*'s result is run with the redirect: per step (generators), awaited, or None."""
+    # Generators, async generators and coroutines get a driver that activates
+    # the redirect around each step of their own code; plain callables around
+    # the call.
+    if inspect.isasyncgenfunction(fn):
+        return _drive_async
+    if inspect.isgeneratorfunction(fn):
+        return _drive
+    if inspect.iscoroutinefunction(fn):
+        return _run_activated
+    return None
+
+
+class _Activator:
+    """What a decorated function keeps: its redirect, the code reported, and their twins.
+
+    Pickled as its redirect and code, and built again where it is unpickled,
+    so a function decorated where the C accelerator runs also works in a
+    pure-Python worker, and the other way round.
+    """
+
+    __slots__ = ("call", "code", "guard", "redirect")
+
+    def __init__(self, redirect: Redirect, code: Any) -> None:
+        self.redirect = redirect
+        self.code = code
+        guard, call_wrapper = _twins(redirect)
+        self.guard = guard
+        self.call = call_wrapper(redirect, code)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_Activator, (self.redirect, self.code))
+
+
+def _redirected_function(redirect: Redirect, fn: types.FunctionType, code: Any) -> Any:
+    """A real function that runs *fn* with *redirect* active: what decorating a function gives.
 
     A real function, not a proxy: pickle finds it by its module and qualified
     name, and cloudpickle (Ray, Dask, ``torch.multiprocessing`` with a
     driver-defined class) ships it by value with its closure, so the copy
-    still activates the redirect. A proxy looks like the wrapped function to
-    cloudpickle, which would ship that function alone, undecorated.
+    still activates the redirect. (A proxy looks like the wrapped function
+    to cloudpickle, which would ship that function alone, undecorated.)
+
+    A plain function takes ``*args, **kwargs``. A generator, coroutine or
+    async generator function gets *fn*'s own parameters, so that it is one
+    too (``inspect.isgeneratorfunction`` and the others hold) and bad
+    arguments still raise at the call, before its body would start.
     """
+    activator = _Activator(redirect, code)
+    driver = _driver_of(fn)
+    if driver is None:
 
-    def redirected(*args: Any, **kwargs: Any) -> Any:
-        return call(fn, None, args, kwargs)
+        def redirected(*args: Any, **kwargs: Any) -> Any:
+            return activator.call(fn, None, args, kwargs)
 
-    functools.update_wrapper(redirected, fn)
-    return redirected
+    else:
+        redirected = _same_parameters(fn, driver)(activator, fn, driver)
+        redirected.__defaults__ = fn.__defaults__
+        redirected.__kwdefaults__ = fn.__kwdefaults__
+    return functools.update_wrapper(redirected, fn)
+
+
+# What a generated function does with its parameters once bound, by driver
+# name. The names below start with _ps_ and are checked not to collide with a
+# parameter.
+_BODIES = {
+    "_drive": (
+        "def",
+        "return (yield from _ps_drive(_ps.guard(_ps.redirect, _ps.code), _ps_fn({call})))",
+    ),
+    "_run_activated": (
+        "async def",
+        "return await _ps_drive(_ps.guard(_ps.redirect, _ps.code), _ps_fn({call}))",
+    ),
+    "_drive_async": (
+        "async def",
+        """_ps_it = _ps_drive(_ps.guard(_ps.redirect, _ps.code), _ps_fn({call}))
+        _ps_step = _ps_it.asend(None)
+        while True:
+            try:
+                _ps_item = await _ps_step
+            except StopAsyncIteration:
+                return
+            try:
+                _ps_sent = yield _ps_item
+            except GeneratorExit:
+                await _ps_it.aclose()
+                raise
+            except BaseException as _ps_exc:
+                _ps_step = _ps_it.athrow(_ps_exc)
+            else:
+                _ps_step = _ps_it.asend(_ps_sent)""",
+    ),
+}
+
+
+def _same_parameters(fn: types.FunctionType, driver: Any) -> Callable[..., Any]:
+    """A factory ``(activator, fn, driver) -> function`` with *fn*'s parameters, for *driver*."""
+    code = fn.__code__
+    n_pos, n_kw = code.co_argcount, code.co_kwonlyargcount
+    names = code.co_varnames
+    varargs = names[n_pos + n_kw] if code.co_flags & inspect.CO_VARARGS else None
+    varkw = (
+        names[n_pos + n_kw + (varargs is not None)]
+        if code.co_flags & inspect.CO_VARKEYWORDS
+        else None
+    )
+    clash = [name for name in (*names[: n_pos + n_kw], varargs, varkw) if _reserved(name)]
+    if clash:
+        raise TypeError(
+            f"cannot decorate {fn.__qualname__!r}: its parameter {clash[0]!r} uses a name "
+            "the generated wrapper needs ('_ps' or '_ps_...'); rename the parameter"
+        )
+    shape = (
+        names[:n_pos],
+        code.co_posonlyargcount,
+        len(fn.__defaults__ or ()),
+        names[n_pos : n_pos + n_kw],
+        frozenset(fn.__kwdefaults__ or ()),
+        varargs,
+        varkw,
+        driver,
+    )
+    return _compile_factory(shape)
+
+
+def _reserved(name: str | None) -> bool:
+    return name is not None and (name == "_ps" or name.startswith("_ps_"))
+
+
+@functools.lru_cache(maxsize=512)
+def _compile_factory(shape: tuple[Any, ...]) -> Callable[..., Any]:
+    """Compile the factory for one parameter shape (decorators of many functions share them)."""
+    positional, n_posonly, n_defaults, kwonly, kwdefaults, varargs, varkw, driver = shape
+    params: list[str] = []
+    for i, name in enumerate(positional):
+        params.append(f"{name}=None" if i >= len(positional) - n_defaults else name)
+        if n_posonly and i == n_posonly - 1:
+            params.append("/")
+    if varargs is not None:
+        params.append(f"*{varargs}")
+    elif kwonly:
+        params.append("*")
+    params.extend(f"{name}=None" if name in kwdefaults else name for name in kwonly)
+    if varkw is not None:
+        params.append(f"**{varkw}")
+    call = [*positional, *([f"*{varargs}"] if varargs else [])]
+    call += [f"{name}={name}" for name in kwonly]
+    call += [f"**{varkw}"] if varkw else []
+    keyword, body = _BODIES[driver.__name__]
+    source = (
+        "def _ps_factory(_ps, _ps_fn, _ps_drive):\n"
+        f"    {keyword} redirected({', '.join(params)}):\n"
+        f"        {body.format(call=', '.join(call))}\n"
+        "    return redirected\n"
+    )
+    namespace: dict[str, Any] = {}
+    exec(compile(source, "<patchscope decorated function>", "exec"), namespace)
+    factory: Callable[..., Any] = namespace["_ps_factory"]
+    return factory
 
 
 if TYPE_CHECKING:

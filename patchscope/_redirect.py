@@ -572,7 +572,7 @@ class During(Redirect, RedirectCore):
         # scope: other threads and tasks keep calling the original.
         # Context slots exist for module and class attributes only: on any
         # other object the wrapper is installed for every thread, as before.
-        slotted = isinstance(owner, (str, type, types.ModuleType))
+        slotted = isinstance(owner, (str, type, types.ModuleType))  # str: see _activate
         self._scope = scope_of(inner) if slotted else "process"
         self._ctx = self._scope == "context"
 
@@ -582,7 +582,9 @@ class During(Redirect, RedirectCore):
     def _activate(self, code: Any, lasti: int) -> Activation:
         owner = self._target
         if isinstance(owner, str):
-            owner = resolve(owner)
+            # Whether a context slot can hold the wrapper depends on what the
+            # path names now (a class or module, or another object).
+            return During(resolve(owner), self._name, self._inner)._activate(code, lasti)
         if isinstance(owner, type):
             raw = lookup_mro(owner, self._name)
         else:

@@ -15,14 +15,18 @@ at two things after each test's teardown:
   those ``patchscope_watch_ignore`` names. Watch paths are imported when the
   tests are about to run, after collection has put the project on
   ``sys.path``; ``--help``, ``--fixtures`` and ``--collect-only`` never
-  import them.
+  import them. Under pytest-xdist each worker imports them and checks its
+  tests; the controller, which runs none, does neither. One object may be
+  watched under several names, and ignored under any of them.
 
 Patches owned by wider-scoped fixtures are not leaks of the test during which
 the fixture happened to be set up: what a class-, module-, package- or
 session-scoped fixture starts or changes while it is set up, and what the
 ``redirect_class``/``redirect_module``/``redirect_package``/``redirect_session``
 fixtures start, is expected until that fixture is torn down. What such a
-fixture leaves behind after its teardown is reported then, naming the fixture.
+fixture leaves behind after its teardown is reported then, naming the fixture,
+under the run's mode: the marker of the test being torn down sets the mode of
+that test's own leaks only.
 
 Under ``warn`` a leak is reported as a :class:`patchscope.testing.LeakWarning`
 and left in place, unless the warnings filter turns that warning into an error
@@ -243,13 +247,22 @@ class _FixtureRecord:
 class _Found:
     """The leaks one teardown found: the report and what undoes them."""
 
-    __slots__ = ("activations", "lines", "puts")
+    __slots__ = ("activations", "kept", "lines", "puts")
 
     def __init__(self) -> None:
         self.lines: list[str] = []
         self.activations: list[patchscope.Activation] = []
         #: fixtures' changes to put back, as (owner, name, value)
         self.puts: list[Difference] = []
+        #: the differences from the snapshot that remain if these leaks stay
+        self.kept: list[Difference] = []
+
+    def add(self, other: _Found) -> None:
+        """Report and undo *other*'s leaks with these."""
+        self.lines += other.lines
+        self.activations += other.activations
+        self.puts += other.puts
+        self.kept += other.kept
 
 
 class _LeakGuard:
@@ -265,8 +278,8 @@ class _LeakGuard:
         self._ignore_globs = [p.replace(":", ".") for p in ignore if _GLOB & set(p)]
         #: the watched objects, once the run begins
         self._watched: tuple[object, ...] = ()
-        #: the dotted name of each watched object, by id
-        self._names: dict[int, str] = {}
+        #: the dotted names each watched object is watched under, by id
+        self._names: dict[int, list[str]] = {}
         #: RedirectFixture objects of wider-scoped redirect_* fixtures now set up
         self.fixtures: list[RedirectFixture] = []
         #: activations started while wider-scoped fixtures were set up, by id
@@ -287,10 +300,15 @@ class _LeakGuard:
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtestloop(self, session: pytest.Session) -> None:
         """Import the watch paths, now that collection has set up ``sys.path``."""
-        option = session.config.option
+        config = session.config
+        option = config.option
         if option.collectonly or (session.testsfailed and not option.continue_on_collection_errors):
             return  # no test will run; pytest's own runtestloop reports why
-        watched: dict[int, tuple[object, str]] = {}
+        if config.pluginmanager.hasplugin("dsession") and not hasattr(config, "workerinput"):
+            # pytest-xdist's controller runs no test and collects nothing, so
+            # the project may not be on its sys.path; each worker watches.
+            return
+        watched: dict[int, tuple[object, list[str]]] = {}
         for path in self._paths:
             try:
                 obj = pkgutil.resolve_name(path)
@@ -307,10 +325,12 @@ class _LeakGuard:
                     f"patchscope_watch: {path!r} is {describe(obj)}, which has no attributes "
                     "to watch; watch its module or class"
                 ) from None
-            watched.setdefault(id(obj), (obj, path.replace(":", ".")))
+            # One object may be watched under several names (os.path and
+            # posixpath); an ignore entry may use any of them.
+            watched.setdefault(id(obj), (obj, []))[1].append(path.replace(":", "."))
         self._watched = tuple(obj for obj, _ in watched.values())
-        self._names = {key: name for key, (_, name) in watched.items()}
-        names = set(self._names.values())
+        self._names = {key: names for key, (_, names) in watched.items()}
+        names = {name for each in self._names.values() for name in each}
         for entry in sorted(self._ignore_exact):
             owner = entry.rpartition(".")[0]
             if owner not in names:
@@ -320,10 +340,13 @@ class _LeakGuard:
                 )
 
     def _ignored(self, owner: object, name: str) -> bool:
-        dotted = f"{self._names.get(id(owner))}.{name}"
-        return dotted in self._ignore_exact or any(
-            fnmatchcase(dotted, glob) for glob in self._ignore_globs
-        )
+        for owner_name in self._names.get(id(owner), ()):
+            dotted = f"{owner_name}.{name}"
+            if dotted in self._ignore_exact or any(
+                fnmatchcase(dotted, glob) for glob in self._ignore_globs
+            ):
+                return True
+        return False
 
     # -- before and after each test -------------------------------------------
 
@@ -346,50 +369,75 @@ class _LeakGuard:
     def pytest_runtest_teardown(
         self, item: pytest.Item, nextitem: pytest.Item | None
     ) -> Generator[None, object, object]:
-        mode = item.stash.get(_MODE, self._mode)
         try:
             result = yield
         except BaseException:
-            # The teardown failed already; report a leak without masking that.
-            found = self._check(item) if mode != "off" else None
-            if found is not None:
-                if mode == "error":
-                    self._undo(found)
-                try:
-                    self._warn(item, "\n".join(found.lines))
-                except LeakWarning:
-                    if mode != "error":
-                        self._undo(found)
+            # The teardown failed already; report leaks without masking that.
+            self._report(item, failed=True)
             raise
-        found = self._check(item) if mode != "off" else None
-        if found is None:
-            self._current = self._expected is not None and self._expected._identical
-            return result
-        message = "\n".join(found.lines)
-        if mode == "warn":
-            try:
-                self._warn(item, message)
-            except LeakWarning:
-                why = "the warnings filter turned the LeakWarning into an error"
-            else:
-                return result
-        else:
-            why = "leaks=error"
-        self._undo(found)
-        pytest.fail(f"{message}\npatchscope undid them ({why}).", pytrace=False)
+        self._report(item, failed=False)
+        return result
 
-    def _check(self, item: pytest.Item) -> _Found | None:
-        """Find the leaks of this test and of the fixtures torn down in its teardown."""
+    def _report(self, item: pytest.Item, failed: bool) -> None:
+        """Warn about or error for this teardown's leaks, and undo those that error.
+
+        The test's marker decides for the test's own leaks only; what fixtures
+        torn down now leave behind is theirs, reported under the run's mode.
+        After a *failed* teardown every leak is reported as a warning.
+        """
+        mode = item.stash.get(_MODE, self._mode)
+        own, by_fixtures = self._check(item, own=mode != "off")
+        parts: dict[str, _Found] = {}
+        for found, part_mode in ((own, mode), (by_fixtures, self._mode)):
+            if found is not None:
+                parts.setdefault(part_mode, _Found()).add(found)
+        if not parts:
+            if not failed:
+                self._current = self._expected is not None and self._expected._identical
+            return
+        undo = _Found()
+        notes: list[str] = []
+        for part_mode, found in parts.items():
+            message = "\n".join(found.lines)
+            why = "leaks=error"
+            if part_mode == "warn" or failed:
+                try:
+                    self._warn(item, message)
+                except LeakWarning:
+                    why = "the warnings filter turned the LeakWarning into an error"
+                else:
+                    if part_mode == "warn":
+                        if self._expected is not None:
+                            # Left in place, so not for _undo's restore to put back.
+                            self._expected._accept(found.kept)
+                        continue
+            undo.add(found)
+            notes.append(f"{message}\npatchscope undid them ({why}).")
+        if notes:
+            self._undo(undo)
+            if not failed:
+                pytest.fail("\n".join(notes), pytrace=False)
+
+    def _check(self, item: pytest.Item, own: bool) -> tuple[_Found | None, _Found | None]:
+        """This test's leaks (if *own*), and those of the fixtures torn down in its teardown."""
+        by_fixtures: _Found | None = None
+        if self._fixture_leaks:
+            by_fixtures = _Found()
+            for by_fixture in self._fixture_leaks:
+                by_fixtures.add(by_fixture)
+        fixtures_leaked = by_fixtures.activations if by_fixtures is not None else []
+        if not own:
+            return None, by_fixtures
         owned = dict(self._owned)
         owned.update((id(a), a) for fixture in self.fixtures for a in fixture.activations)
-        by_fixtures = [a for found in self._fixture_leaks for a in found.activations]
         leaked = [
             a
             for a in patchscope.active()
-            if id(a) not in self._live and id(a) not in owned and a not in by_fixtures
+            if id(a) not in self._live and id(a) not in owned and a not in fixtures_leaked
         ]
         expected = self._expected
         differences, broken = _diff(expected) if expected is not None else ([], [])
+        explained: list[Difference] = []
         if differences:
             assert expected is not None
             # Attributes that live redirects of wider-scoped fixtures hold are
@@ -402,21 +450,20 @@ class _LeakGuard:
                 if (id(d.owner), d.name) in held or self._ignored(d.owner, d.name)
             ]
             expected._accept(accepted)
-            differences = _unexplained(_diff(expected)[0], leaked + by_fixtures)
-        if not leaked and not differences and not broken and not self._fixture_leaks:
-            return None
+            by_activations, differences = _split(_diff(expected)[0], fixtures_leaked)
+            if by_fixtures is not None:
+                by_fixtures.kept += by_activations
+            explained, differences = _split(differences, leaked)
+        if not leaked and not differences and not broken:
+            return None, by_fixtures
         found = _Found()
-        if leaked or differences or broken:
-            found.lines.append(f"{item.nodeid} left patches behind:")
-            found.lines += [f"  {self._render(a)}" for a in leaked]
-            found.lines += [f"  {d}" for d in differences]
-            found.lines += [f"  {line}" for line in broken]
-            found.activations += leaked
-        for by_fixture in self._fixture_leaks:
-            found.lines += by_fixture.lines
-            found.activations += by_fixture.activations
-            found.puts += by_fixture.puts
-        return found
+        found.lines.append(f"{item.nodeid} left patches behind:")
+        found.lines += [f"  {self._render(a)}" for a in leaked]
+        found.lines += [f"  {d}" for d in differences]
+        found.lines += [f"  {line}" for line in broken]
+        found.activations += leaked
+        found.kept += explained + differences
+        return found, by_fixtures
 
     def _undo(self, found: _Found) -> None:
         errors: list[BaseException] = []
@@ -542,10 +589,10 @@ class _LeakGuard:
             self._fixture_leaks.append(found)
 
 
-def _unexplained(
+def _split(
     differences: Iterable[Difference], leaked: list[patchscope.Activation]
-) -> list[Difference]:
-    """*differences* less those a leaked activation explains.
+) -> tuple[list[Difference], list[Difference]]:
+    """*differences* split into those a leaked activation explains and the rest.
 
     A leaked activation's own attribute is reported once, as the activation;
     so is the class swap a context-scope one makes on a module.
@@ -556,4 +603,9 @@ def _unexplained(
         for a in leaked
         if a.scope == "context" and isinstance(a.target, types.ModuleType)
     }
-    return [d for d in differences if (id(d.owner), d.name) not in explained]
+    by_leaked: list[Difference] = []
+    rest: list[Difference] = []
+    for difference in differences:
+        key = (id(difference.owner), difference.name)
+        (by_leaked if key in explained else rest).append(difference)
+    return by_leaked, rest

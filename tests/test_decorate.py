@@ -284,9 +284,14 @@ def test_decorated_functions_pickle_by_name() -> None:
 # Run in a fresh interpreter that has never seen the shipped code: what a Ray
 # or Dask worker does with a class or function defined in a driver script.
 _WORKER = """
-import pickle, string, sys
-Model, probe = pickle.loads(sys.stdin.buffer.read())
-print(Model().seen, probe(), string.digits)
+import asyncio, pickle, string, sys
+Model, probe, gen, agen = pickle.loads(sys.stdin.buffer.read())
+
+async def gather():
+    return [item async for item in agen()] + [await Model().coro()]
+
+seen = [Model().seen, probe(), *gen(), *Model().gen(), *asyncio.run(gather())]
+print(" ".join(seen), string.digits)
 """
 
 _SHIPPED = """
@@ -300,14 +305,31 @@ class Model:
     def __init__(self):
         self.seen = string.digits
 
+    @patched
+    def gen(self):
+        yield string.digits
+
+    @patched
+    async def coro(self):
+        return string.digits
+
 @patched
 def probe():
     return string.digits
+
+@patched
+def gen():
+    yield string.digits
+
+@patched
+async def agen():
+    yield string.digits
 """
 
 
-def test_decorations_survive_cloudpickle_by_value() -> None:
-    """A class and a function shipped by value (Ray, Dask) still activate their redirect."""
+@pytest.mark.parametrize("worker_build", ["same", "pure Python"])
+def test_decorations_survive_cloudpickle_by_value(worker_build: str) -> None:
+    """Functions, generators, coroutines and classes shipped by value (Ray, Dask) keep working."""
     cloudpickle = pytest.importorskip("cloudpickle")
     module = types.ModuleType("patchscope_shipped")
     exec(_SHIPPED, module.__dict__)
@@ -315,21 +337,47 @@ def test_decorations_survive_cloudpickle_by_value() -> None:
     try:
         cloudpickle.register_pickle_by_value(module)
         try:
-            payload = cloudpickle.dumps((module.Model, module.probe))
+            payload = cloudpickle.dumps((module.Model, module.probe, module.gen, module.agen))
         finally:
             cloudpickle.unregister_pickle_by_value(module)
     finally:
         del sys.modules[module.__name__]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    if worker_build == "pure Python":  # decorated by the accelerator, run without it
+        env["PATCHSCOPE_PURE_PYTHON"] = "1"
     worker = subprocess.run(
         [sys.executable, "-c", _WORKER],
         input=payload,
         capture_output=True,
         timeout=JOIN * 6,
-        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+        env=env,
         check=False,
     )
     assert worker.returncode == 0, worker.stderr.decode()
-    assert worker.stdout.decode().split() == ["patched", "patched", "0123456789"]
+    assert worker.stdout.decode().split() == ["patched"] * 6 + ["0123456789"]
+
+
+def test_generated_parameters_forward_every_kind_of_argument() -> None:
+    """Decorated generators and coroutines take exactly the function's parameters and defaults."""
+    default = object()
+
+    @flag_on
+    def gen(a: int, /, b: Any = default, *rest: int, c: int, d: int = 4, **extra: int) -> Any:
+        yield (a, b, rest, c, d, extra, state.flag)
+
+    @flag_on
+    async def coro(a: int, b: int = 2, *, c: int = 3) -> tuple[int, int, int, str]:
+        return a, b, c, state.flag
+
+    assert next(gen(1, c=3)) == (1, default, (), 3, 4, {}, "on")
+    assert next(gen(1, 2, 5, 6, c=3, d=7, e=8)) == (1, 2, (5, 6), 3, 7, {"e": 8}, "on")
+    assert asyncio.run(coro(1, c=9)) == (1, 2, 9, "on")
+    assert str(inspect.signature(coro)) == "(a: 'int', b: 'int' = 2, *, c: 'int' = 3) -> " + (
+        "'tuple[int, int, int, str]'"
+    )
+    with pytest.raises(TypeError):
+        gen(a=1, c=3)  # positional-only, as undecorated
+    assert state.flag == "orig" and patchscope.active() == ()
 
 
 def test_class_without_own_init() -> None:

@@ -34,6 +34,28 @@ def found(source: str) -> list[tuple[int, int, str]]:
             id="generic class (3.12)",
         ),
         pytest.param(
+            "import torch\ndef f[T: dict[str, int]](x: T = torch.cuda.Event()) -> T: ...\n",
+            [(2, 33, "PS001")],
+            id="type parameters with brackets (3.12)",
+        ),
+        pytest.param(
+            "import torch\nclass C[T = int](torch.cuda.Stream): ...\n",
+            [(2, 18, "PS001")],
+            id="type parameter default (3.13)",
+        ),
+        pytest.param(
+            "import torch\ntype S[T = int] = torch.cuda.Stream\n",
+            [(2, 19, "PS001")],
+            id="type statement with a default (3.13)",
+        ),
+        pytest.param(
+            "import torch\n"
+            "class C[T: (int, str) = int, *Ts = *tuple[int, ...], **P = [int, str]]"
+            "(torch.cuda.Stream): ...\n",
+            [(2, 72, "PS001")],
+            id="type parameter defaults holding brackets (3.13)",
+        ),
+        pytest.param(
             "import torch\ntry:\n    pass\nexcept* ValueError:\n    torch.cuda.synchronize()\n",
             [(5, 5, "PS001")],
             id="except* (3.11)",
@@ -78,6 +100,15 @@ def test_version_hint_when_the_rewritten_file_still_fails() -> None:
     assert finding.line == 1
     assert "type statements" in finding.message
     assert "Python 3.12 or newer" in finding.message
+
+
+@pytest.mark.skipif(sys.version_info >= (3, 13), reason="3.13 parses type parameter defaults")
+def test_type_parameter_defaults_name_the_python_needed() -> None:
+    """A type parameter default on the failing line names Python 3.13 in PS000."""
+    [finding] = check_source(b"class C[T = int]: pass\nprint 'py2'\n", "t.py", ALL)
+    assert finding.line == 1
+    assert "type parameter defaults" in finding.message
+    assert "Python 3.13 or newer" in finding.message
 
 
 def test_python2_code_gets_no_version_hint() -> None:

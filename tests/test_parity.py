@@ -23,13 +23,14 @@ from typing import Any
 
 import pytest
 from _threads import in_other_thread
-from hypothesis import settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import Bundle, RuleBasedStateMachine, consumes, invariant, rule
 
 import patchscope
 from patchscope import _accel, _redirect, _registry
 from patchscope._resolve import ABSENT
+from patchscope.testing import _snapshot
 
 pytestmark = pytest.mark.skipif(
     not _accel.ACCELERATED, reason="needs the C accelerator: there is one twin without it"
@@ -375,8 +376,6 @@ _NAMESPACE_EDITS: dict[str, Callable[[dict[str, object]], None]] = {
 @pytest.mark.parametrize("edit", list(_NAMESPACE_EDITS))
 def test_same_namespace_twins_agree(edit: str) -> None:
     """The C and Python quick checks of a snapshot's namespace give the same answer."""
-    from patchscope.testing import _snapshot
-
     shared = Token("shared")
     current: dict[str, object] = {"a": shared, "b": Token("b"), "n": 10**30, "c": shared}
     saved, names = dict(current), list(current)
@@ -386,3 +385,58 @@ def test_same_namespace_twins_agree(edit: str) -> None:
     assert c_answer is _snapshot._py_same_namespace(current, saved, names)
     # A class's namespace is a mappingproxy: C refuses it, Python serves it.
     assert _accel.speedups.same_namespace(vars(Token), dict(vars(Token)), list(vars(Token))) is None
+
+
+class Name(str):
+    """A str subclass: the same dict key as an equal str, but not an exact str."""
+
+
+#: Names a namespace may hold: strs, and big ints (a module's dict takes any key).
+_KEYS = st.one_of(st.text(min_size=2, max_size=3), st.integers(2**70, 2**70 + 3))
+
+
+def _equal_key(key: object, how: str) -> object:
+    """*key* itself, or an equal key (so the same dict entry) that is another object."""
+    if how == "same":
+        return key
+    if isinstance(key, int):
+        return int(str(key))
+    assert isinstance(key, str)
+    return Name(key) if how == "subclass" else key[:1] + key[1:]
+
+
+@st.composite
+def _namespaces(draw: st.DrawFn) -> tuple[dict[object, object], dict[object, object]]:
+    """A current and a saved namespace: the saved names, some as equal other objects, edited."""
+    values = [Token(f"value {i}") for i in range(3)]
+    saved: dict[object, object] = {
+        key: draw(st.sampled_from(values)) for key in draw(st.lists(_KEYS, unique=True))
+    }
+    hows = st.sampled_from(["same", "copy", "subclass"])
+    current: dict[object, object] = {
+        _equal_key(key, draw(hows)): value for key, value in saved.items()
+    }
+    edits = st.lists(st.sampled_from(["rebind", "remove", "add", "move"]), max_size=2)
+    for edit in draw(edits):
+        if edit == "add" or not current:
+            current[draw(_KEYS)] = draw(st.sampled_from(values))
+            continue
+        key = draw(st.sampled_from(list(current)))
+        if edit == "rebind":
+            current[key] = draw(st.sampled_from(values))
+        elif edit == "remove":
+            del current[key]
+        else:
+            current[key] = current.pop(key)
+    return current, saved
+
+
+@given(_namespaces())
+def test_same_namespace_twins_agree_on_generated_namespaces(
+    namespaces: tuple[dict[object, object], dict[object, object]],
+) -> None:
+    """The C and Python quick checks agree, also on equal keys that are other objects."""
+    current, saved = namespaces
+    names = list(saved)
+    c_answer = _accel.speedups.same_namespace(current, saved, names)
+    assert c_answer is _snapshot._py_same_namespace(current, saved, names)  # type: ignore[arg-type]

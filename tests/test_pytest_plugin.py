@@ -376,6 +376,95 @@ def test_a_wider_fixture_that_leaks_is_reported_at_its_teardown(tester: pytest.P
     result.stdout.no_fnmatch_line("*test_two left patches behind*")
 
 
+def test_a_fixture_leak_is_reported_during_a_test_marked_off(tester: pytest.Pytester) -> None:
+    """leaks='off' exempts the test's own leaks, not those of a fixture torn down during it."""
+    _ini(tester, "patchscope_leaks = error", "patchscope_watch = helper")
+    tester.makepyfile(
+        test_scoped="""
+        from unittest import mock
+        import pytest
+        import helper
+        import patchscope
+
+        @pytest.fixture(scope="module")
+        def leaky():
+            patchscope.redirect_attr(helper, "value", "fixture").start()
+            mock.patch.object(helper, "other", "mocked").start()
+
+        def test_one(leaky):
+            pass
+
+        @pytest.mark.patchscope(leaks="off")
+        def test_exempt(leaky):
+            helper.own = "exempt"
+        """,
+        test_then="""
+        import helper
+
+        def test_clean():
+            assert (helper.value, helper.other) == ("orig", "other")
+            assert helper.own == "exempt"
+        """,
+    )
+    result = tester.runpytest()
+    result.assert_outcomes(passed=3, errors=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*ERROR at teardown of test_exempt*",
+            "fixture 'leaky' (scope='module', defined at test_scoped.py:6) left patches "
+            "behind at its teardown:",
+            "  activation <module 'helper'>.value -> 'fixture' (scope='process') "
+            "entered at test_scoped.py:8",
+            "  <module 'helper'>.other: 'other' -> 'mocked'",
+            "patchscope undid them (leaks=error).",
+        ]
+    )
+    result.stdout.no_fnmatch_line("*test_exempt left patches behind*")
+
+
+@pytest.mark.parametrize(
+    ("run", "marker", "erring", "state"),
+    [
+        pytest.param("error", "warn", "fixture 'leaky'", ("orig", "own"), id="error-run"),
+        pytest.param(
+            "warn", "error", "test_scoped.py::test_marked", ("fixture", "other"), id="warn-run"
+        ),
+    ],
+)
+def test_fixture_leaks_take_the_runs_mode_not_the_tests_marker(
+    tester: pytest.Pytester, run: str, marker: str, erring: str, state: tuple[str, str]
+) -> None:
+    """During a marked test, its own leak follows the marker and a fixture's the run's mode."""
+    _ini(tester, f"patchscope_leaks = {run}", "patchscope_watch = helper")
+    tester.makepyfile(
+        test_scoped=f"""
+        import pytest
+        import helper
+        import patchscope
+
+        @pytest.fixture(scope="module")
+        def leaky():
+            patchscope.redirect_attr(helper, "value", "fixture").start()
+
+        def test_one(leaky):
+            pass
+
+        @pytest.mark.patchscope(leaks={marker!r})
+        def test_marked(leaky):
+            helper.other = "own"
+        """,
+        test_then=f"""
+        import helper
+
+        def test_state():
+            assert (helper.value, helper.other) == {state!r}
+        """,
+    )
+    result = tester.runpytest()
+    result.assert_outcomes(passed=3, errors=1, warnings=1)
+    result.stdout.fnmatch_lines([f"ERROR test_scoped.py::test_marked - Failed: {erring}*"])
+
+
 # -- a well-behaved plugin ----------------------------------------------------
 
 
@@ -461,6 +550,27 @@ def test_a_project_module_next_to_the_tests_can_be_watched(pytester: pytest.Pyte
     result.stdout.fnmatch_lines(["*<module 'projmod'>.value: 'orig' -> 'leaked'"])
 
 
+def test_under_xdist_the_workers_import_the_watch_paths(pytester: pytest.Pytester) -> None:
+    """With pytest-xdist, a project module that only collection makes importable is watched."""
+    pytest.importorskip("xdist")
+    pytester.makepyfile(projmod="value = 'orig'\n")
+    pytester.makeini("[pytest]\npatchscope_watch = projmod\npatchscope_leaks = error\n")
+    pytester.makepyfile(
+        test_proj="""
+        import projmod
+
+        def test_leaks():
+            projmod.value = "leaked"
+
+        def test_next():
+            assert projmod.value == "orig"
+        """
+    )
+    result = pytester.runpytest("-n", "2")
+    result.assert_outcomes(passed=2, errors=1)
+    result.stdout.fnmatch_lines(["*<module 'projmod'>.value: 'orig' -> 'leaked'"])
+
+
 @pytest.mark.parametrize("args", [["--help"], ["--version"], ["--fixtures"], ["--collect-only"]])
 def test_runs_without_tests_never_import_watch_paths(
     tester: pytest.Pytester, args: list[str]
@@ -535,6 +645,36 @@ def test_ignore_list_exempts_exact_attributes_and_globs(tester: pytest.Pytester)
     result.stdout.fnmatch_lines(["*test_changes left patches behind:", "*.other: 'other' -> *"])
     result.stdout.no_fnmatch_line("*.value:*")
     result.stdout.no_fnmatch_line("*_cache_node*")
+
+
+def test_an_object_watched_under_two_names_takes_ignore_entries_under_either(
+    tester: pytest.Pytester,
+) -> None:
+    """Ignore entries may name an object watched twice by either of its watched names."""
+    tester.makepyfile(alias="import helper\n")
+    _ini(
+        tester,
+        "patchscope_watch = helper alias.helper",
+        "patchscope_watch_ignore = alias.helper.value alias.helper._cache* helper.third",
+        "patchscope_leaks = error",
+    )
+    tester.makepyfile(
+        test_ignored="""
+        import helper
+
+        def test_changes():
+            helper.value = "changed"
+            helper._cache_node = 1
+            helper.third = 3
+            helper.other = "leaked"
+        """
+    )
+    result = tester.runpytest()
+    result.assert_outcomes(passed=1, errors=1)
+    result.stdout.fnmatch_lines(["*test_changes left patches behind:", "*.other: 'other' -> *"])
+    result.stdout.no_fnmatch_line("*.value:*")
+    result.stdout.no_fnmatch_line("*_cache_node*")
+    result.stdout.no_fnmatch_line("*.third*")
 
 
 def test_an_ignore_entry_outside_the_watched_objects_is_a_usage_error(

@@ -475,6 +475,17 @@ def test_during_scope_follows_its_redirects() -> None:
     with during(instance, "run", ctx):  # no context slot on an instance: every thread
         assert instance.run() == 1 and in_other_thread(instance.run) == 1
     assert C().run() == 0 and "run" not in vars(instance)
+    holder = types.ModuleType("patchscope_during_holder")
+    holder.C, holder.instance = C, instance
+    sys.modules[holder.__name__] = holder
+    try:  # a path: the scope follows what it names at each activation
+        with during(f"{holder.__name__}.C", "run", ctx):
+            assert C().run() == 1 and in_other_thread(lambda: C().run()) == 0
+        with during(f"{holder.__name__}.instance", "run", ctx):
+            assert instance.run() == 1 and in_other_thread(instance.run) == 1
+    finally:
+        del sys.modules[holder.__name__]
+    assert C().run() == 0 and patchscope.active() == ()
 
 
 def test_during_missing_method() -> None:

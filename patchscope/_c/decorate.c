@@ -172,18 +172,6 @@ wrapper_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     return (PyObject *)self;
 }
 
-/* Pickled as the call that builds it again (see _PyCallWrapper.__reduce__). */
-static PyObject *
-wrapper_reduce(GuardObject *self, PyObject *Py_UNUSED(ignored))
-{
-    return Py_BuildValue("O(OO)", (PyObject *)Py_TYPE(self), self->redirect, self->code);
-}
-
-static PyMethodDef wrapper_methods[] = {
-    {"__reduce__", (PyCFunction)wrapper_reduce, METH_NOARGS, NULL},
-    {NULL, NULL, 0, NULL},
-};
-
 PyTypeObject CallWrapperType = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "patchscope._speedups.CallWrapper",
@@ -191,7 +179,6 @@ PyTypeObject CallWrapperType = {
     .tp_basicsize = sizeof(GuardObject),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
     .tp_new = wrapper_new,
-    .tp_methods = wrapper_methods,
     .tp_call = PyVectorcall_Call,
     .tp_vectorcall_offset = offsetof(GuardObject, vectorcall),
     .tp_traverse = (traverseproc)guard_traverse,

@@ -3,6 +3,17 @@
  * test by the pytest plugin. */
 #include "speedups.h"
 
+/* A name of *current* is the saved one if it is the same object or, both
+ * being exact str, an equal string (a name deleted and set again is often a
+ * new string object). No other key is compared by value: that could run
+ * Python code. Keep in sync with _same_name in testing/_snapshot.py. */
+static int
+same_name(PyObject *key, PyObject *saved_key)
+{
+    return key == saved_key || (PyUnicode_CheckExact(key) && PyUnicode_CheckExact(saved_key) &&
+                                PyUnicode_Compare(key, saved_key) == 0);
+}
+
 /* same_namespace(current, saved, names): True if the dict *current* holds the
  * same names, in the same order, bound to the same objects as *saved*, the
  * snapshot's copy; False if not (the caller then compares name by name).
@@ -24,11 +35,11 @@ py_same_namespace(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     }
     Py_ssize_t i = 0, j = 0;
     PyObject *key, *value, *saved_key, *saved_value;
-    /* No Python code runs in the loop (only identities are compared), so
-     * neither dict can change under it. */
+    /* No Python code runs in the loop (identities, and exact strs by value),
+     * so neither dict can change under it. */
     while (PyDict_Next(current, &i, &key, &value)) {
-        if (!PyDict_Next(saved, &j, &saved_key, &saved_value) || key != saved_key ||
-            value != saved_value) {
+        if (!PyDict_Next(saved, &j, &saved_key, &saved_value) || value != saved_value ||
+            !same_name(key, saved_key)) {
             Py_RETURN_FALSE;
         }
     }

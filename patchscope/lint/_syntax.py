@@ -4,7 +4,8 @@
 code uses ``type X = ...`` (3.12) is unreadable to a lint run by 3.11. When a
 file does not parse, each line is given a column-preserving rewrite for the
 newer constructs the running Python lacks (``type X`` becomes ``type;X``,
-``except A, B:`` becomes ``except(A, B):``, a t-string an f-string), and the
+a type parameter's default ``= int`` spaces, ``except A, B:`` becomes
+``except(A, B):``, a t-string an f-string), and the
 file is parsed once more: names keep their columns, so findings land where
 they are in the real file. Where that does not help (nested f-string quotes
 before 3.12), the syntax error says which Python the file needs.
@@ -31,9 +32,32 @@ class _Feature:
     rewrite: Callable[[re.Match[str]], str]
 
 
+#: A bracketed list that may hold bracketed items one level deep:
+#: ``[K, V: dict[str, int]]``.
+_BRACKETS = r"\[[^\[\]]*(?:\[[^\[\]]*\][^\[\]]*)*\]"
+
+
 def _blank_brackets(match: re.Match[str]) -> str:
     # ``def f[T](x)`` -> ``def f   (x)``: type parameters become spaces.
     return match.group(1) + " " * len(match.group(2))
+
+
+def _blank_defaults(match: re.Match[str]) -> str:
+    # ``class C[T = int]`` -> ``class C[T      ]``: each default, from its
+    # ``=`` to the next comma outside brackets, becomes spaces.
+    kept: list[str] = []
+    depth, blanking = 0, False
+    for char in match.group(2):
+        if char in "([{":
+            depth += 1
+        elif char in ")]}":
+            depth -= 1
+        if depth == 1 and char == "=":
+            blanking = True
+        elif depth == 0 or (depth == 1 and char == ","):
+            blanking = False
+        kept.append(" " if blanking else char)
+    return match.group(1) + "".join(kept)
 
 
 def _parenthesize(match: re.Match[str]) -> str:
@@ -41,6 +65,8 @@ def _parenthesize(match: re.Match[str]) -> str:
     return f"{match.group(1)}({match.group(2)}){match.group(3)}"
 
 
+# Each line goes through these in order: type parameter defaults come before
+# the type statement and type parameter rewrites, which would hide them.
 _FEATURES = (
     _Feature(
         "except*",
@@ -55,6 +81,16 @@ _FEATURES = (
         lambda m: m.group(1) + " ",
     ),
     _Feature(
+        "type parameter defaults",
+        (3, 13),
+        re.compile(
+            r"^(\s*(?:(?:async\s+)?(?:def|class)|type)\s+[A-Za-z_]\w*\s*)"
+            # Only brackets with an ``=`` outside the inner brackets.
+            r"(?=\[(?:[^\[\]=]|\[[^\[\]]*\])*=)(" + _BRACKETS + ")"
+        ),
+        _blank_defaults,
+    ),
+    _Feature(
         "type statements",
         (3, 12),
         re.compile(r"^(\s*type)\s(?=\s*[A-Za-z_]\w*\s*[\[=])"),
@@ -63,10 +99,7 @@ _FEATURES = (
     _Feature(
         "type parameters",
         (3, 12),
-        re.compile(
-            r"^(\s*(?:async\s+)?(?:def|class)\s+[A-Za-z_]\w*\s*)"
-            r"(\[[^\]]*(?:\[[^\]]*\][^\]]*)*\])"
-        ),
+        re.compile(r"^(\s*(?:async\s+)?(?:def|class)\s+[A-Za-z_]\w*\s*)(" + _BRACKETS + ")"),
         _blank_brackets,
     ),
     _Feature(

@@ -231,6 +231,16 @@ class Snapshot:
             self._saved[index] = (obj, cls, namespace, list(namespace))
 
 
+def _same_name(name: object, saved: object) -> bool:
+    """Whether *name* is the saved name: the same object, or an equal exact str.
+
+    Other keys (a str subclass, a non-str key put in a module's dict) are
+    compared by identity only: comparing them by value could run their
+    ``__eq__``. Keep in sync with ``same_name`` in ``_c/snapshot.c``.
+    """
+    return name is saved or (type(name) is str and type(saved) is str and name == saved)
+
+
 def _py_same_namespace(
     current: dict[str, object], saved: dict[str, object], names: list[str]
 ) -> bool | None:
@@ -243,7 +253,8 @@ def _py_same_namespace(
     return (
         len(current) == len(saved)
         and all(map(is_, current.values(), saved.values()))
-        and list(current) == names
+        # The same key objects, as almost always; else one by one.
+        and (all(map(is_, current, names)) or all(map(_same_name, current, names)))
     )
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import torch
 
-# The probe order of torch releases without ``torch.accelerator`` (2.1-2.5).
+# The probe order of torch releases without ``torch.accelerator`` (2.4-2.5).
 # The privateuse1 backend (e.g. Ascend's "npu") is probed after these.
 _PROBE_ORDER = ("cuda", "xpu", "mps", "mtia")
 
@@ -49,7 +49,7 @@ def _compiled_accelerator() -> str | None:
     """Return the accelerator torch was compiled with, or None, without touching a driver."""
     accelerator = getattr(torch, "accelerator", None)
     current = getattr(accelerator, "current_accelerator", None)
-    if current is None:  # torch 2.1-2.5
+    if current is None:  # torch 2.4-2.5
         raise _NoAcceleratorApi
     try:
         device = current(check_available=False)

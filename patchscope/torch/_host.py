@@ -29,6 +29,30 @@ _CPU = 0
 _stream_ids = itertools.count(1)
 
 
+def _host_clock_ns() -> torch.Tensor:
+    """``time.perf_counter_ns()`` as a 0-d int64 tensor: what compiled code records."""
+    return torch.tensor(time.perf_counter_ns(), dtype=torch.int64)
+
+
+def _define_clock_op() -> tuple[Any, Any]:
+    """The clock as a custom operator with a side effect, so compiled graphs keep it in place.
+
+    Returns (is_compiling, clock); on a torch without custom operators
+    (before 2.4) nothing is compiled through this path.
+    """
+    custom_op = getattr(getattr(torch, "library", None), "custom_op", None)
+    is_compiling = getattr(getattr(torch, "compiler", None), "is_compiling", None)
+    if custom_op is None or is_compiling is None:
+        return (lambda: False), _host_clock_ns
+    op = custom_op("patchscope::host_clock_ns", mutates_args=())(_host_clock_ns)
+    op.register_fake(lambda: torch.empty((), dtype=torch.int64))
+    torch.fx.node.has_side_effect(torch.ops.patchscope.host_clock_ns.default)
+    return is_compiling, op
+
+
+_compiling, _clock_op = _define_clock_op()
+
+
 class HostEvent:
     """``torch.cuda.Event`` for work the host runs synchronously.
 
@@ -63,7 +87,7 @@ class HostEvent:
         self._blocking = bool(blocking)
         self._interprocess = bool(interprocess)
         self._external = bool(external)
-        self._recorded_ns: int | None = None
+        self._recorded_ns: int | torch.Tensor | None = None
 
     @property
     def device(self) -> torch.device:
@@ -78,7 +102,12 @@ class HostEvent:
     def record(self, stream: torch.Stream | None = None) -> None:
         """Mark this moment; all host work issued before it has finished."""
         _check_stream(stream, "HostEvent.record")
-        self._recorded_ns = time.perf_counter_ns()
+        if _compiling():
+            # Read the clock at run time, in graph order: a call to the
+            # clock itself would break the graph (Dynamo cannot trace it).
+            self._recorded_ns = _clock_op()
+        else:
+            self._recorded_ns = time.perf_counter_ns()
 
     def wait(self, stream: torch.Stream | None = None) -> None:
         """Make later work on ``stream`` wait for this event: already true on the host."""
@@ -103,7 +132,8 @@ class HostEvent:
         start_ns, end_ns = self._recorded_ns, end_event._recorded_ns
         if start_ns is None or end_ns is None:
             raise ValueError("Both events must be recorded before calculating elapsed time.")
-        return (end_ns - start_ns) / 1e6
+        # int(): a record made in compiled code holds the clock as a 0-d tensor.
+        return int(end_ns - start_ns) / 1e6
 
     def ipc_handle(self) -> bytes:
         """Raise: a host event lives in this process only."""
@@ -200,7 +230,13 @@ def _new_stream(cls: type[HostStream], stream_id: int) -> HostStream:
 
 def _is_host_stream(stream: object) -> bool:
     """A host stream, or a device-generic stream of the CPU."""
-    return isinstance(stream, _TorchStream) and stream.device_type == _CPU
+    if isinstance(stream, HostStream):
+        return True
+    if _compiling():
+        # Dynamo models every stream as a torch.Stream and cannot read its
+        # device while tracing; the eager run of the same code checks it.
+        return isinstance(stream, _TorchStream)
+    return isinstance(stream, _TorchStream) and stream.device.type == "cpu"
 
 
 def _check_stream(stream: object, where: str) -> None:
@@ -240,7 +276,13 @@ def _push(stream: torch.Stream) -> None:
 
 
 def _pop() -> None:
-    _current.stream = _stack().pop()
+    stack = _stack()
+    if not stack:
+        raise RuntimeError(
+            "a host stream context was exited without being entered in this thread: "
+            "enter torch.cuda.stream(...) or the stream with `with`, in the thread that exits it"
+        )
+    _current.stream = stack.pop()
 
 
 def current_stream(device: torch.device | str | int | None = None) -> torch.Stream:

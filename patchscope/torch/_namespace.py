@@ -59,7 +59,10 @@ def device_events(
     ``scope="process"`` makes it visible to all threads.
     """
     _check(device, scope)
-    return deferred(lambda: _events_redirect(device_event_class(device), scope), scope)
+    return deferred(
+        lambda: _events_redirect(device_event_class(device), scope, _dynamo_cuda_interface()),
+        scope,
+    )
 
 
 def device_namespace(
@@ -118,11 +121,21 @@ def _check(device: str | torch.device | None, scope: str) -> None:
 # than activating it. The keys hold the classes and modules themselves, so a
 # backend registered later gets a fresh entry.
 @functools.cache
-def _events_redirect(event_class: type, scope: Scope) -> Redirect | None:
+def _events_redirect(
+    event_class: type, scope: Scope, dynamo_interface: type | None
+) -> Redirect | None:
     """Return the redirect of torch.cuda.Event to ``event_class``; None on CUDA."""
     if event_class is _CUDA_EVENT:
         return None
-    return redirect_construction(_CUDA_EVENT, event_class, scope=scope)
+    construction = redirect_construction(_CUDA_EVENT, event_class, scope=scope)
+    if dynamo_interface is None:
+        return construction
+    group = combine(
+        construction, *_dynamo_redirects(dynamo_interface, {"Event": event_class}, scope)
+    )
+    # What ``with device_events() as cls`` gives, as without Dynamo.
+    group._value = event_class  # type: ignore[attr-defined]
+    return group
 
 
 @functools.cache
@@ -142,18 +155,44 @@ def _namespace_redirect(
         *(redirect_construction(cuda, own, scope=scope) for cuda, own in classes.items()),
         *(redirect_attr(torch.cuda, name, functions[name], scope=scope) for name in _FUNCTIONS),
         *(
-            redirect_attr(dynamo_interface, name, staticmethod(functions[name]), scope=scope)
-            for name in _DYNAMO_BOUND
-            if dynamo_interface is not None and name in vars(dynamo_interface)
+            _dynamo_redirects(
+                dynamo_interface,
+                {
+                    "Event": event_class,
+                    "Stream": classes[_CUDA_STREAM],
+                    **{name: staticmethod(functions[name]) for name in _DYNAMO_BOUND},
+                },
+                scope,
+            )
+            if dynamo_interface is not None
+            else ()
         ),
     )
 
 
 # torch._dynamo.device_interface.CudaInterface binds these torch.cuda functions
 # once, as staticmethods, when it is defined: rebinding torch.cuda's names does
-# not reach them, so they are redirected on the class too. Its Event and Stream
-# are the torch.cuda classes, which construction redirects reach already.
+# not reach them, so they are redirected on the class too.
 _DYNAMO_BOUND = ("current_stream", "set_stream", "stream", "synchronize")
+
+
+def _dynamo_redirects(
+    interface: type, replacements: dict[str, Any], scope: Scope
+) -> tuple[Redirect, ...]:
+    """Redirects of CudaInterface's own attributes, for the names it has.
+
+    Its ``Event`` and ``Stream`` are redirected too, although constructing
+    them is already reached: Dynamo models a call of any class registered as
+    an interface's ``Event`` (``CudaInterface.Event`` is ``torch.cuda.Event``)
+    as an event on that device's current stream, which crashes tracing where
+    there is no CUDA. With the device's class there, a call of
+    ``torch.cuda.Event`` in compiled code is an ordinary call.
+    """
+    return tuple(
+        redirect_attr(interface, name, value, scope=scope)
+        for name, value in replacements.items()
+        if name in vars(interface)
+    )
 
 
 def _dynamo_cuda_interface() -> type | None:
