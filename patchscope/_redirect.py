@@ -23,10 +23,12 @@ Twins: ``activate``, ``with_enter``, ``with_exit``, ``group_activate``,
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import keyword
 import sys
 import types
+import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
@@ -385,8 +387,7 @@ class AttrRedirect(Redirect, RedirectCore):
     def __repr__(self) -> str:
         target = self._target if isinstance(self._target, str) else describe(self._target)
         return (
-            f"redirect_attr({target}, {self._name!r}, {self._replacement!r}, "
-            f"scope={self._scope!r})"
+            f"redirect_attr({target}, {self._name!r}, {self._replacement!r}, scope={self._scope!r})"
         )
 
 
@@ -559,7 +560,7 @@ def scope_of(redirect: Redirect) -> str:
 class During(Redirect, RedirectCore):
     """``owner.method_name`` is wrapped so that *inner* is active while it runs."""
 
-    __slots__ = ("_inner",)
+    __slots__ = ("_gated", "_inner")
 
     def __init__(self, owner: object, name: str, inner: Redirect) -> None:
         RedirectCore.__init__(self)
@@ -571,8 +572,10 @@ class During(Redirect, RedirectCore):
         # context, so the wrapper that activates them is installed in the same
         # scope: other threads and tasks keep calling the original.
         # Context slots exist for module and class attributes only: on any
-        # other object the wrapper is installed for every thread, as before.
+        # other object the wrapper is installed for every thread, and lets
+        # only calls from the activating context through (see _ContextGate).
         slotted = isinstance(owner, (str, type, types.ModuleType))  # str: see _activate
+        self._gated = not slotted and scope_of(inner) == "context"
         self._scope = scope_of(inner) if slotted else "process"
         self._ctx = self._scope == "context"
 
@@ -596,13 +599,50 @@ class During(Redirect, RedirectCore):
                 f"{describe(owner)} has no attribute {self._name!r} to wrap; "
                 "during() wraps an existing method or constructor: check the name"
             )
-        act = Activation(self, wrap_raw(self._inner, raw), code, lasti)
+        value = wrap_raw(self._inner, raw)
+        if self._gated:
+            value = _ContextGate.around(value, raw)
+        act = Activation(self, value, code, lasti)
         _registry.enter(act, owner)
         return act
 
     def __repr__(self) -> str:
         owner = self._target if isinstance(self._target, str) else describe(self._target)
         return f"during({owner}, {self._name!r}, {self._inner!r})"
+
+
+class _ContextGate:
+    """Which gates the current context opened: a wrapper on an instance runs only there.
+
+    An instance has no context slot, so ``during()`` installs its wrapper on
+    it for every thread; the gate around the wrapper lets calls from the
+    activating context (and copies of it) run the wrapper, and sends every
+    other call to the original. The context holds weak references, so a gate
+    whose activation ended and was dropped leaves nothing alive; dead ones are
+    pruned at the context's next opening.
+    """
+
+    __slots__ = ("__weakref__",)
+
+    _opened: contextvars.ContextVar[tuple[weakref.ref[_ContextGate], ...]] = contextvars.ContextVar(
+        "patchscope_during_gates", default=()
+    )
+
+    @classmethod
+    def around(cls, wrapper: Callable[..., Any], original: Any) -> Any:
+        """Open a new gate in this context; the callable that goes through it."""
+        token = cls()
+        opened = cls._opened
+        live = tuple(ref for ref in opened.get() if ref() is not None)
+        opened.set((*live, weakref.ref(token)))
+
+        def gated(*args: Any, **kwargs: Any) -> Any:
+            for ref in opened.get():
+                if ref() is token:
+                    return wrapper(*args, **kwargs)
+            return original(*args, **kwargs)
+
+        return functools.update_wrapper(gated, original)
 
 
 def during(owner: object, method_name: str, *redirects: Redirect) -> Redirect:
@@ -618,9 +658,10 @@ def during(owner: object, method_name: str, *redirects: Redirect) -> Redirect:
     ``redirect_attr`` with ``scope="context"``, of ``device_events()`` and
     ``device_namespace()``), only calls made in the activating thread or
     asyncio task run with them, and calls from other contexts run the
-    original at the same time. If any of them is process-scoped, or *owner*
-    is neither a class nor a module, the wrapper is installed for every
-    thread.
+    original at the same time (on an instance, which has no context slot, the
+    wrapper is on the instance for every thread and sends their calls to the
+    original). If any of them is process-scoped, the wrapper is installed,
+    and runs them, for every thread.
     """
     method_name = check_name(method_name)
     if not redirects:
@@ -629,4 +670,3 @@ def during(owner: object, method_name: str, *redirects: Redirect) -> Redirect:
     if not isinstance(inner, Redirect):
         raise TypeError(f"during() takes Redirect objects, got {type(inner).__name__} {inner!r}")
     return During(owner, method_name, inner)
-

@@ -472,8 +472,10 @@ def test_during_scope_follows_its_redirects() -> None:
     with during(C, "run", ctx, proc):  # a process-scoped part reaches every thread
         assert C().run() == 3 and in_other_thread(lambda: C().run()) == 3
     instance = C()
-    with during(instance, "run", ctx):  # no context slot on an instance: every thread
-        assert instance.run() == 1 and in_other_thread(instance.run) == 1
+    with during(instance, "run", ctx):  # on the instance for every thread, gated
+        assert instance.run() == 1 and in_other_thread(instance.run) == 0
+        with during(instance, "run", proc):  # a process-scoped one runs everywhere
+            assert instance.run() == 3 and in_other_thread(instance.run) == 2
     assert C().run() == 0 and "run" not in vars(instance)
     holder = types.ModuleType("patchscope_during_holder")
     holder.C, holder.instance = C, instance
@@ -482,7 +484,7 @@ def test_during_scope_follows_its_redirects() -> None:
         with during(f"{holder.__name__}.C", "run", ctx):
             assert C().run() == 1 and in_other_thread(lambda: C().run()) == 0
         with during(f"{holder.__name__}.instance", "run", ctx):
-            assert instance.run() == 1 and in_other_thread(instance.run) == 1
+            assert instance.run() == 1 and in_other_thread(instance.run) == 0
     finally:
         del sys.modules[holder.__name__]
     assert C().run() == 0 and patchscope.active() == ()
