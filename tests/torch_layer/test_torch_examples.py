@@ -39,3 +39,19 @@ def test_time_cuda_code_anywhere(capsys: pytest.CaptureFixture[str]) -> None:
     assert len(timings) == 3
     for line in timings:
         assert float(line.split("matmul:")[1].split()[0]) > 0.0
+
+
+def test_train_cuda_script_anywhere(capsys: pytest.CaptureFixture[str]) -> None:
+    """The CUDA-written training script runs under transfer_to_device(), learns, leaves nothing."""
+    from patchscope.torch import active_device_type
+
+    out = _run("train_cuda_script_anywhere.py", capsys)
+    assert f"active device: {active_device_type()}\n" in out
+    if not torch.cuda._is_compiled():
+        assert "without transfer_to_device(): AssertionError: Torch not compiled with CUDA" in out
+        assert "running on: cpu\n" in out
+        assert "dtype bfloat16," in out
+    first, last = out.split("\nloss ")[1].split("\n")[0].split(" -> ")
+    assert float(last) < float(first)
+    assert len([line for line in out.splitlines() if line.startswith("iter ")]) == 3
+    assert out.endswith("redirects active now: 0\n")
