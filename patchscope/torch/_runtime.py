@@ -7,6 +7,8 @@ for ``device_type``: the device module's own where it has one, else
 stand-ins report one device (index 0), host memory where that is a real figure
 (``mem_get_info``, ``get_device_properties().total_memory``), and 0 or an empty
 dict where torch keeps no host figure (the caching allocator's counters).
+``set_device`` and ``device`` take any CUDA index, which names the host, so
+that one process per rank (``torch.cuda.set_device(local_rank)``) runs.
 """
 
 from __future__ import annotations
@@ -105,16 +107,19 @@ def _host_properties(device: object = None) -> HostDeviceProperties:
 
 
 def _check_host_index(device: object, name: str) -> None:
-    """Accept what names the one host device: None, 0, "cuda", "cuda:0", "cpu", devices of them."""
-    if device is None or (device == 0 and not isinstance(device, bool)):
+    """Accept any CUDA or CPU device spec: every index names the host (one process per rank)."""
+    if device is None or (isinstance(device, int) and not isinstance(device, bool) and device >= 0):
         return
     if isinstance(device, (str, torch.device)):
-        parsed = torch.device(device)
-        if parsed.index in (None, 0):
+        try:
+            parsed = torch.device(device)
+        except (RuntimeError, ValueError):
+            parsed = None
+        if parsed is not None and parsed.type in ("cuda", "cpu"):
             return
     raise ValueError(
-        f"torch.cuda.{name}({device!r}): on the CPU, transfer_to_device() stands in for "
-        "one device, index 0; use device 0 (or run one process per device)"
+        f"torch.cuda.{name}({device!r}): transfer_to_device() on the CPU takes a CUDA "
+        "device (0, 'cuda', 'cuda:N', torch.device('cuda', N)) or 'cpu'"
     )
 
 

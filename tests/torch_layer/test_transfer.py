@@ -131,10 +131,13 @@ def test_runtime_queries_answer_for_the_host() -> None:
         torch.cuda.set_device("cuda:0")
         with torch.cuda.device(0):
             pass
-        with pytest.raises(ValueError, match=r"torch.cuda.set_device\(1\).*index 0"):
-            torch.cuda.set_device(1)
-        with pytest.raises(ValueError, match=r"torch.cuda.device\('cuda:2'\)"):
-            with torch.cuda.device("cuda:2"):
+        torch.cuda.set_device(1)  # a rank's device: the host too
+        with torch.cuda.device("cuda:2"):
+            assert torch.cuda.current_device() == 0
+        with pytest.raises(ValueError, match=r"torch.cuda.set_device\('xpu'\).*CUDA device"):
+            torch.cuda.set_device("xpu")
+        with pytest.raises(ValueError, match=r"torch.cuda.device\(-1\)"):
+            with torch.cuda.device(-1):
                 pass
         assert isinstance(torch.cuda.get_device_name(), str) and torch.cuda.get_device_name()
         assert torch.cuda.get_device_capability() == HOST_CAPABILITY == (0, 0)
@@ -438,3 +441,34 @@ def test_grad_scaler_outside_keeps_torch_behaviour() -> None:
     with pytest.warns(UserWarning, match="CUDA is not available"):
         scaler = torch.amp.GradScaler("cuda")
     assert not scaler.is_enabled()
+
+
+@pytest.mark.parametrize(
+    ("device_type", "backend", "device_id"),
+    [("cpu", "gloo", None), ("xpu", "xccl", torch.device("xpu", 1)), ("npu", "hccl", None)],
+)
+def test_nccl_becomes_the_device_backend(device_type: str, backend: str, device_id: Any) -> None:
+    """init_process_group("nccl", device_id=cuda:1) gets the device's backend and device."""
+    calls: list[tuple[Any, ...]] = []
+
+    def init(backend: Any = None, *args: Any, **kwargs: Any) -> None:
+        calls.append((backend, args, kwargs))
+
+    wrapped = _transfer._init_process_group(init, device_type)
+    given_id = torch.device("cuda", 1) if device_type != "npu" else None
+    wrapped("nccl", "env://", device_id=given_id)
+    wrapped("gloo")
+    expected_id = {"device_id": device_id} if device_type != "npu" else {"device_id": None}
+    assert calls == [(backend, ("env://",), expected_id), ("gloo", (), {})]
+
+
+def test_ddp_device_ids_name_the_device() -> None:
+    """DDP's CUDA device_ids become the accelerator's indices, and None on the CPU."""
+    calls: list[tuple[Any, ...]] = []
+
+    def init(self: Any, module: Any, device_ids: Any = None, output_device: Any = None) -> None:
+        calls.append((device_ids, output_device))
+
+    _transfer._ddp_init(init, "xpu")(None, None, [torch.device("cuda", 1)], "cuda:1")
+    _transfer._ddp_init(init, "cpu")(None, None, [1], 1)
+    assert calls == [([1], 1), (None, None)]
