@@ -472,3 +472,18 @@ def test_ddp_device_ids_name_the_device() -> None:
     _transfer._ddp_init(init, "xpu")(None, None, [torch.device("cuda", 1)], "cuda:1")
     _transfer._ddp_init(init, "cpu")(None, None, [1], 1)
     assert calls == [([1], 1), (None, None)]
+
+
+@needs_no_cuda
+def test_a_cuda_default_device_is_reached() -> None:
+    """torch.set_default_device("cuda") made outside the scope puts factories on the CPU inside."""
+    torch.set_default_device("cuda")
+    try:
+        with transfer_to_device():
+            assert torch.empty(2).device == CPU
+            assert torch.nn.Linear(2, 2).weight.device == CPU
+        with pytest.raises((AssertionError, RuntimeError)):
+            torch.empty(2)
+    finally:
+        torch.set_default_device(None)
+    assert _stack() == 0
