@@ -13,6 +13,7 @@ NEEDS_TORCH = {
     "device_agnostic_attention.py",
     "time_cuda_code_anywhere.py",
     "train_cuda_script_anywhere.py",
+    "train_ddp_cuda_script_anywhere.py",
 }
 
 

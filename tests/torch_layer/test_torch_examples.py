@@ -1,6 +1,8 @@
 """The patchscope.torch examples run and print what they resolved."""
 
 import runpy
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -55,3 +57,24 @@ def test_train_cuda_script_anywhere(capsys: pytest.CaptureFixture[str]) -> None:
     assert float(last) < float(first)
     assert len([line for line in out.splitlines() if line.startswith("iter ")]) == 3
     assert out.endswith("redirects active now: 0\n")
+
+
+@pytest.mark.skipif(torch.cuda._is_compiled(), reason="needs a torch without CUDA")
+def test_train_ddp_cuda_script_anywhere() -> None:
+    """The CUDA-written DDP job runs two gloo ranks on the CPU whose averaged losses agree."""
+    # In a fresh interpreter: spawned ranks import the example as __main__ by its path.
+    result = subprocess.run(
+        [sys.executable, str(EXAMPLES / "train_ddp_cuda_script_anywhere.py")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    out = result.stdout
+    assert "backend gloo, parameters on cpu\n" in out
+    losses = [line.split(": mean loss ")[1] for line in out.splitlines() if "mean loss" in line]
+    assert len(losses) == 2 and losses[0] == losses[1]
+    first, *_, last = (float(loss) for loss in losses[0].split(" -> "))
+    assert last < first
+    assert out.endswith("exit codes: [0, 0]\n")
