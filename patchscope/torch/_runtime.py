@@ -9,6 +9,9 @@ stand-ins report one device (index 0), host memory where that is a real figure
 dict where torch keeps no host figure (the caching allocator's counters).
 ``set_device`` and ``device`` take any CUDA index, which names the host, so
 that one process per rank (``torch.cuda.set_device(local_rank)``) runs.
+The RNG functions (``manual_seed``, ``get_rng_state``, ...) work on the CPU's
+default generator: with ``is_available()`` True, torch itself (Dynamo saving
+and restoring RNG state around tracing) calls them.
 """
 
 from __future__ import annotations
@@ -33,6 +36,9 @@ RUNTIME_NAMES = (
     "get_device_capability",
     "get_device_name",
     "get_device_properties",
+    "get_rng_state",
+    "get_rng_state_all",
+    "initial_seed",
     "is_available",
     "is_bf16_supported",
     "manual_seed",
@@ -44,6 +50,8 @@ RUNTIME_NAMES = (
     "memory_stats",
     "reset_peak_memory_stats",
     "set_device",
+    "set_rng_state",
+    "set_rng_state_all",
 )
 
 #: ``get_device_capability()`` on the CPU: no CUDA compute capability, so code
@@ -57,7 +65,8 @@ class HostDeviceProperties:
 
     ``name`` is the processor, ``total_memory`` the host's physical memory in
     bytes, ``multi_processor_count`` the CPUs this process may run on;
-    ``major``/``minor`` are :data:`HOST_CAPABILITY`.
+    ``major``/``minor`` are :data:`HOST_CAPABILITY`. ``gcnArchName`` is
+    empty: Inductor reads it (ROCm's name) where torch has no CUDA version.
     """
 
     name: str
@@ -66,6 +75,7 @@ class HostDeviceProperties:
     major: int = HOST_CAPABILITY[0]
     minor: int = HOST_CAPABILITY[1]
     is_integrated: bool = True
+    gcnArchName: str = ""  # torch's spelling
 
 
 def _host_memory() -> tuple[int, int]:
@@ -145,6 +155,18 @@ def _host_runtime() -> dict[str, Callable[..., Any]]:
     def seed(seed: int) -> None:
         torch.default_generator.manual_seed(int(seed))
 
+    generator = torch.default_generator
+
+    def get_rng_state(device: object = "cuda") -> torch.Tensor:
+        return generator.get_state()
+
+    def set_rng_state(new_state: torch.Tensor, device: object = "cuda") -> None:
+        generator.set_state(new_state)
+
+    def set_rng_state_all(new_states: list[torch.Tensor]) -> None:
+        for state in new_states:
+            generator.set_state(state)
+
     def mem_get_info(device: object = None) -> tuple[int, int]:
         return _host_memory()
 
@@ -159,6 +181,9 @@ def _host_runtime() -> dict[str, Callable[..., Any]]:
         "get_device_capability": lambda device=None: HOST_CAPABILITY,
         "get_device_name": lambda device=None: _host_name(),
         "get_device_properties": _host_properties,
+        "get_rng_state": get_rng_state,
+        "get_rng_state_all": lambda: [generator.get_state()],
+        "initial_seed": generator.initial_seed,
         "is_available": lambda: True,
         "is_bf16_supported": lambda including_emulation=True: True,
         "manual_seed": seed,
@@ -170,6 +195,8 @@ def _host_runtime() -> dict[str, Callable[..., Any]]:
         "memory_stats": memory_stats,
         "reset_peak_memory_stats": _nothing,
         "set_device": _host_set_device,
+        "set_rng_state": set_rng_state,
+        "set_rng_state_all": set_rng_state_all,
     }
 
 
@@ -189,6 +216,7 @@ _TAKES_DEVICE = frozenset(
         "get_device_capability",
         "get_device_name",
         "get_device_properties",
+        "get_rng_state",
         "max_memory_allocated",
         "mem_get_info",
         "memory_allocated",

@@ -61,8 +61,9 @@ def transfer_to_device(
       ``current_device``, ``set_device``, ``device``, ``get_device_name``,
       ``get_device_properties``, ``get_device_capability``,
       ``is_bf16_supported``, the memory queries, ``manual_seed[_all]``)
-      answer for ``device``; on the CPU with the stand-ins of
-      :mod:`patchscope.torch._runtime` (one device, host memory);
+      answer for ``device``, and so do the RNG-state functions; on the CPU
+      with stand-ins the README lists (one device, host memory, capability
+      ``(0, 0)``);
     * ``torch.autocast("cuda")``, ``torch.amp.autocast(device_type="cuda")``,
       ``torch.cuda.amp.autocast``, ``torch.amp.GradScaler("cuda")`` and
       ``torch.cuda.amp.GradScaler`` act for ``device``;
@@ -212,7 +213,8 @@ def _enter(mode: _DeviceMode) -> None:
     through, so a failure between the two steps changes nothing that runs.
     """
     _push_mode(mode)
-    _owned.set((*_owned.get(), mode))
+    # Modes stopped from another context are still listed in this one: drop them.
+    _owned.set((*(other for other in _owned.get() if other._live), mode))
 
 
 def _leave(mode: _DeviceMode) -> None:

@@ -487,3 +487,30 @@ def test_a_cuda_default_device_is_reached() -> None:
     finally:
         torch.set_default_device(None)
     assert _stack() == 0
+
+
+def test_rng_state_round_trips_on_the_cpu_generator() -> None:
+    """torch.cuda.get/set_rng_state(_all) and initial_seed work on the CPU's generator."""
+    with transfer_to_device():
+        torch.cuda.manual_seed(7)
+        assert torch.cuda.initial_seed() == 7
+        state = torch.cuda.get_rng_state()
+        first = torch.rand(3)
+        torch.cuda.set_rng_state(state)
+        assert torch.equal(first, torch.rand(3))
+        torch.cuda.set_rng_state_all(torch.cuda.get_rng_state_all())
+
+
+@needs_no_cuda
+def test_compiled_code_in_the_scope_gives_eager_results() -> None:
+    """torch.compile in the scope runs: Dynamo saves CUDA RNG state once is_available() holds."""
+
+    def step(x: Any) -> Any:
+        return (x.to("cuda") * 2 + torch.ones(2, device="cuda")).sum()
+
+    with transfer_to_device(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        compiled = torch.compile(step, backend="eager")
+        assert compiled(torch.ones(2)).item() == 6.0
+    torch._dynamo.reset()
+    assert _stack() == 0
