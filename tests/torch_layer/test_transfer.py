@@ -514,3 +514,32 @@ def test_compiled_code_in_the_scope_gives_eager_results() -> None:
         assert compiled(torch.ones(2)).item() == 6.0
     torch._dynamo.reset()
     assert _stack() == 0
+
+
+@needs_no_cuda
+def test_nested_scopes_unwind_one_at_a_time() -> None:
+    """A scope inside a scope adds one mode; ending the inner one leaves the outer one working."""
+    redirect = transfer_to_device()
+    with redirect:
+        with redirect:
+            assert _stack() == 2
+            _cuda_runs()
+        assert _stack() == 1
+        _cuda_runs()
+    assert _stack() == 0
+    _cuda_fails()
+
+
+def test_on_a_faked_xpu_the_queries_and_autocast_name_the_xpu(devices: Any) -> None:
+    """With XPU active, torch.cuda's queries ask torch.xpu and autocast("cuda") targets "xpu"."""
+    devices.active("xpu")
+    with transfer_to_device() as device:
+        assert device == torch.device("xpu")
+        assert torch.cuda.is_available() is True
+        assert torch.cuda.device_count() == 1
+        assert torch.cuda.is_bf16_supported is torch.xpu.is_bf16_supported
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            assert torch.autocast("cuda").device == "xpu"
+    assert patchscope.active() == ()
+    assert _stack() == 0
