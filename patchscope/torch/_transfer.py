@@ -36,6 +36,7 @@ from ._runtime import RUNTIME_NAMES, device_mapper, runtime_functions
 _push_mode = torch._C._push_on_torch_function_stack
 _pop_mode = torch._C._pop_torch_function_stack
 _stack_len = torch._C._len_torch_function_stack
+_stack_at = torch._C._get_function_stack_at
 _get_ident = threading.get_ident
 
 # The modes the current context activated and has not ended.
@@ -228,15 +229,27 @@ def _leave(mode: _DeviceMode) -> None:
 
 
 def _sweep() -> None:
-    """Remove ended device modes from this thread's stack, keeping every other mode in order."""
-    above: list[Any] = []
-    while _stack_len():
-        top = _pop_mode()
-        if isinstance(top, _DeviceMode) and not top._live:
-            continue
-        above.append(top)
+    """Remove ended device modes from this thread's stack, keeping every other mode in order.
+
+    Read first, then pop only down to the lowest ended mode: in the common
+    case (this scope's mode on top) one pop, so an interruption has no
+    window in which other modes are off the stack.
+    """
+    depth = _stack_len()
+    ended = [i for i in range(depth) if _ended(_stack_at(i))]
+    if not ended:
+        return
+    if ended == [depth - 1]:
+        _pop_mode()
+        return
+    above = [_pop_mode() for _ in range(depth - ended[0])]
     for mode in reversed(above):
-        _push_mode(mode)
+        if not _ended(mode):
+            _push_mode(mode)
+
+
+def _ended(mode: object) -> bool:
+    return isinstance(mode, _DeviceMode) and not mode._live
 
 
 class _DeviceMode(TorchFunctionMode):
