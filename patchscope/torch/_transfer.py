@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextvars
 import functools
+import sys
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -69,8 +70,9 @@ def transfer_to_device(
       ``torch.cuda.amp.autocast``, ``torch.amp.GradScaler("cuda")`` and
       ``torch.cuda.amp.GradScaler`` act for ``device``;
     * ``torch.distributed.init_process_group(backend="nccl")`` uses the
-      device's backend (gloo on the CPU), and ``DistributedDataParallel``
-      takes CUDA-style ``device_ids``/``output_device``.
+      device's backend (gloo on the CPU), ``DistributedDataParallel`` takes
+      CUDA-style ``device_ids``/``output_device``, and FSDP (when the program
+      imported it) a CUDA-style ``device_id``.
 
     The device is resolved at each activation; on CUDA nothing is installed
     (``patchscope.active()`` stays empty). ``with transfer_to_device() as
@@ -104,12 +106,25 @@ def _resolve(device: str | torch.device | None, scope: Scope) -> Redirect | None
         getattr(torch, device_type, None),
         scope,
         _dynamo_cuda_interface(),
+        _loaded_fsdp(),
     )
+
+
+def _loaded_fsdp() -> type | None:
+    """FSDP's class, if the program imported it (never imported here: it is slow to import)."""
+    module = sys.modules.get("torch.distributed.fsdp.fully_sharded_data_parallel")
+    fsdp = getattr(module, "FullyShardedDataParallel", None)
+    return fsdp if isinstance(fsdp, type) else None
 
 
 @functools.cache
 def _transfer_redirect(
-    device_type: str, event_class: type, module: Any, scope: Scope, dynamo: type | None
+    device_type: str,
+    event_class: type,
+    module: Any,
+    scope: Scope,
+    dynamo: type | None,
+    fsdp: type | None,
 ) -> Redirect:
     """One cached Redirect per device (see _namespace_redirect's cache for why)."""
     namespace = _namespace_redirect(device_type, event_class, module, scope, dynamo)
@@ -122,7 +137,7 @@ def _transfer_redirect(
             redirect_attr(
                 owner, "__init__", wrap(vars(owner)["__init__"], device_type), scope=scope
             )
-            for owner, wrap in _init_wrappers()
+            for owner, wrap in _init_wrappers(fsdp)
         ),
     ]
     if torch.distributed.is_available():
@@ -391,7 +406,26 @@ def _ddp_init(init: Callable[..., None], device_type: str) -> Callable[..., None
     return __init__
 
 
-def _init_wrappers() -> list[tuple[type, Callable[[Callable[..., None], str], Any]]]:
+def _fsdp_init(init: Callable[..., None], device_type: str) -> Callable[..., None]:
+    mapped = device_mapper(device_type)
+
+    @functools.wraps(init)
+    def __init__(self: Any, module: Any, *args: Any, **kwargs: Any) -> None:
+        device_id = kwargs.get("device_id")
+        if device_id is not None:
+            kwargs["device_id"] = mapped(device_id)
+        elif device_type == "cpu":
+            # CUDA code leaves it to the current CUDA device; FSDP refuses
+            # None without an accelerator, and takes the CPU by name.
+            kwargs["device_id"] = torch.device("cpu")
+        init(self, module, *args, **kwargs)
+
+    return __init__
+
+
+def _init_wrappers(
+    fsdp: type | None,
+) -> list[tuple[type, Callable[[Callable[..., None], str], Any]]]:
     """The classes whose ``__init__`` is wrapped, with the wrapper for each."""
     from torch.amp.autocast_mode import autocast
     from torch.amp.grad_scaler import GradScaler
@@ -404,6 +438,8 @@ def _init_wrappers() -> list[tuple[type, Callable[[Callable[..., None], str], An
         from torch.nn.parallel import DistributedDataParallel
 
         wrappers.append((DistributedDataParallel, _ddp_init))
+    if fsdp is not None:
+        wrappers.append((fsdp, _fsdp_init))
     return wrappers
 
 

@@ -19,6 +19,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 dist = pytest.importorskip("torch.distributed")
+# Imported before any scope: transfer_to_device() reaches FSDP once it is loaded.
+from torch.distributed.fsdp import FullyShardedDataParallel  # noqa: E402
 
 import patchscope  # noqa: E402
 from patchscope.torch import (  # noqa: E402
@@ -118,7 +120,7 @@ def test_decorated_model_in_spawned_gloo_job(
 
 @transfer_to_device()
 def _cuda_written_rank(rank: int, store: str) -> dict[str, Any]:
-    """A rank of a CUDA-written DDP job: nccl, set_device(local_rank), device_ids=[local_rank]."""
+    """A CUDA-written rank: nccl, set_device(local_rank), DDP device_ids, FSDP device_id."""
     dist.init_process_group(
         backend="nccl",
         init_method=f"file://{store}",
@@ -135,10 +137,15 @@ def _cuda_written_rank(rank: int, store: str) -> dict[str, Any]:
             model, device_ids=[local_rank], output_device=local_rank
         )
         ddp(torch.full((2, 4), float(rank + 1), device=device)).sum().backward()
+        sharded = FullyShardedDataParallel(
+            torch.nn.Linear(4, 2).to(device), device_id=local_rank, use_orig_params=True
+        )
+        sharded(torch.ones(1, 4, device=device)).sum().backward()
         return {
             "backend": dist.get_backend(),
             "device": str(model.weight.device),
             "grad": model.weight.grad.tolist() if model.weight.grad is not None else None,
+            "fsdp": str(sharded.compute_device),
         }
     finally:
         dist.destroy_process_group()
@@ -153,8 +160,10 @@ def _transfer_rank_main(rank: int, store: str, results: Any) -> None:
 
 @pytest.mark.skipif(not dist.is_available(), reason="torch.distributed is not built")
 @pytest.mark.skipif(torch.cuda._is_compiled(), reason="needs a torch without CUDA")
-def test_cuda_written_ddp_job_runs_on_gloo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Two spawned ranks with nccl and device_ids=[rank] train on gloo and average gradients."""
+def test_cuda_written_ddp_and_fsdp_job_runs_on_gloo(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two spawned ranks with nccl, DDP device_ids and FSDP device_id run on gloo on the CPU."""
     monkeypatch.setenv("GLOO_SOCKET_IFNAME", "lo")
     context = multiprocessing.get_context("spawn")
     results = context.Queue()
@@ -180,7 +189,7 @@ def test_cuda_written_ddp_job_runs_on_gloo(tmp_path: Path, monkeypatch: pytest.M
     assert [process.exitcode for process in ranks] == [0, 0]
     for report in sorted(reports, key=lambda report: report["rank"]):
         assert report["backend"] == "gloo"
-        assert report["device"] == "cpu"
+        assert report["device"] == report["fsdp"] == "cpu"
         # Each rank's gradient is 2 * (rank + 1) per weight; DDP averages them.
         assert report["grad"] == [[3.0, 3.0, 3.0, 3.0]]
         assert (report["active"], report["cuda"]) == (0, False)

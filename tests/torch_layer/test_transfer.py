@@ -59,6 +59,9 @@ def _names() -> dict[str, Any]:
     names["dist.init_process_group"] = vars(torch.distributed)["init_process_group"]
     names["c10d.init_process_group"] = vars(distributed_c10d)["init_process_group"]
     names["torch.cuda.Event.__new__"] = vars(torch.cuda.Event).get("__new__")
+    from torch.distributed.fsdp import FullyShardedDataParallel
+
+    names["FSDP.__init__"] = vars(FullyShardedDataParallel)["__init__"]
     return names
 
 
@@ -543,3 +546,27 @@ def test_on_a_faked_xpu_the_queries_and_autocast_name_the_xpu(devices: Any) -> N
             assert torch.autocast("cuda").device == "xpu"
     assert patchscope.active() == ()
     assert _stack() == 0
+
+
+def test_fsdp_device_id_names_the_device() -> None:
+    """FSDP's CUDA device_id names the accelerator's device; on the CPU, also when left out."""
+    calls: list[Any] = []
+
+    def init(self: Any, module: Any, *args: Any, **kwargs: Any) -> None:
+        calls.append(kwargs.get("device_id"))
+
+    _transfer._fsdp_init(init, "xpu")(None, None, device_id=1)
+    _transfer._fsdp_init(init, "xpu")(None, None)
+    _transfer._fsdp_init(init, "cpu")(None, None, device_id=torch.device("cuda", 1))
+    _transfer._fsdp_init(init, "cpu")(None, None)
+    assert calls == [torch.device("xpu", 1), None, CPU, CPU]
+
+
+def test_fsdp_is_reached_once_imported() -> None:
+    """With FSDP imported, its __init__ is redirected in the scope and restored by identity."""
+    from torch.distributed.fsdp import FullyShardedDataParallel
+
+    original = vars(FullyShardedDataParallel)["__init__"]
+    with transfer_to_device():
+        assert FullyShardedDataParallel.__init__ is not original
+    assert vars(FullyShardedDataParallel)["__init__"] is original
