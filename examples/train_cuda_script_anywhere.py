@@ -110,7 +110,8 @@ def main() -> None:
         except (AssertionError, RuntimeError) as exc:
             print(f"without transfer_to_device(): {type(exc).__name__}: {exc}")
     with transfer_to_device() as device:
-        print(f"running on: {device}")
+        # None on CUDA, where transfer_to_device() installs nothing.
+        print(f"running on: {'cuda, unchanged' if device is None else device}")
         first, last = train()
     print(f"loss {first:.3f} -> {last:.3f}")
     print(f"redirects active now: {len(patchscope.active())}")
