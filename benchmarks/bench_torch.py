@@ -11,6 +11,10 @@
    microseconds per call over the bare function (target for
    ``@device_namespace()``: at most 1.5 us on a non-CUDA device).
 3. HostEvent: ``record()`` and ``elapsed_time()``, in nanoseconds per call.
+4. A forward+backward step of a small MLP written for CUDA (``device="cuda"``,
+   ``.to("cuda", non_blocking=True)``) inside ``transfer_to_device()``, vs.
+   the same step written for the CPU; the target is a ratio of at most 1.10.
+   Also with the scope entered for each step (``@transfer_to_device()``).
 
     python benchmarks/bench_torch.py
 """
@@ -33,6 +37,7 @@ from patchscope.torch import (
     device_event_class,
     device_events,
     device_namespace,
+    transfer_to_device,
 )
 
 TARGET_RATIO = 1.10
@@ -149,9 +154,59 @@ def bench_host_event(number: int = 100_000) -> None:
     print(f"  record() + elapsed_time()    {record + elapsed:8.0f} ns")
 
 
+def _mlp_step(device: str, width: int, batch: int) -> Callable[[], object]:
+    """One forward+backward step of a small MLP, written for ``device``."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(
+        torch.nn.Linear(width, 4 * width), torch.nn.GELU(), torch.nn.Linear(4 * width, width)
+    ).to(device)
+    data = torch.randn(batch, width)
+
+    def step() -> object:
+        model.zero_grad(set_to_none=True)
+        x = data.to(device, non_blocking=True)
+        loss = model(x).square().mean()
+        loss.backward()
+        return loss
+
+    return step
+
+
+def bench_transfer_step(
+    width: int = 256, batch: int = 64, number: int = 50, repeat: int = 15
+) -> None:
+    """Print a CUDA-written step inside transfer_to_device() against the same step for the CPU."""
+    if active_device_type() != "cpu":
+        print("transfer_to_device() step: skipped, the comparison is with the CPU")
+        return
+    cpu_step = _mlp_step("cpu", width, batch)
+    with transfer_to_device():
+        cuda_step = _mlp_step("cuda", width, batch)
+    per_step = transfer_to_device()(cuda_step)
+    times = {"cpu": float("inf"), "scope": float("inf"), "per_step": float("inf")}
+    for _ in range(repeat):  # round-robin, as above
+        times["cpu"] = min(times["cpu"], mean_ns(cpu_step, number))
+        with transfer_to_device():
+            times["scope"] = min(times["scope"], mean_ns(cuda_step, number))
+        times["per_step"] = min(times["per_step"], mean_ns(per_step, number))
+    print(f"MLP({width}) forward+backward, batch {batch}, on cpu, best of {repeat} x {number}:")
+    baseline = times["cpu"]
+    print(f"  written for the CPU                 {baseline / 1e3:8.1f} us")
+    for name, label in [
+        ("scope", "CUDA-written, in the scope"),
+        ("per_step", "CUDA-written, @transfer_to_device()"),
+    ]:
+        ratio = times[name] / baseline
+        verdict = "ok" if ratio <= TARGET_RATIO else f"above the {TARGET_RATIO:.2f} target"
+        if name == "per_step":
+            verdict = "the scope entered and ended per step"
+        print(f"  {label:35s} {times[name] / 1e3:8.1f} us  ratio {ratio:.3f} ({verdict})")
+
+
 if __name__ == "__main__":
     example = load_example()
     bench_construction(example, dim=64, heads=4, number=100)  # the example's defaults
     bench_construction(example, dim=1024, heads=16, number=3)
     bench_decorated_call()
     bench_host_event()
+    bench_transfer_step()

@@ -9,7 +9,12 @@ import sys
 import pytest
 
 EXAMPLES = sorted((pathlib.Path(__file__).parent.parent / "examples").glob("*.py"))
-NEEDS_TORCH = {"device_agnostic_attention.py", "time_cuda_code_anywhere.py"}
+NEEDS_TORCH = {
+    "device_agnostic_attention.py",
+    "time_cuda_code_anywhere.py",
+    "train_cuda_script_anywhere.py",
+    "train_ddp_cuda_script_anywhere.py",
+}
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=[p.name for p in EXAMPLES])

@@ -1,6 +1,6 @@
 """Run CUDA-written PyTorch code on the active device: XPU, MPS, NPU, or a CPU-only machine.
 
-``device_events()`` and ``device_namespace()`` are Redirects: use them as
+``device_events()``, ``device_namespace()`` and ``transfer_to_device()`` are Redirects: use them as
 ``with`` blocks or as decorators (on a model class: active during its
 ``__init__``). ``HostEvent`` and ``HostStream`` give ``torch.cuda``'s event and
 stream API on the CPU. Importing this package imports torch.
@@ -17,6 +17,7 @@ from ._detect import active_device_type
 from ._events import device_event_class
 from ._host import HostEvent, HostStream
 from ._namespace import device_events, device_namespace
+from ._transfer import transfer_to_device
 
 __all__ = [
     "HostEvent",
@@ -25,4 +26,5 @@ __all__ = [
     "device_event_class",
     "device_events",
     "device_namespace",
+    "transfer_to_device",
 ]

@@ -19,9 +19,16 @@ import pytest
 
 torch = pytest.importorskip("torch")
 dist = pytest.importorskip("torch.distributed")
+# Imported before any scope: transfer_to_device() reaches FSDP once it is loaded.
+from torch.distributed.fsdp import FullyShardedDataParallel  # noqa: E402
 
 import patchscope  # noqa: E402
-from patchscope.torch import device_event_class, device_events, device_namespace  # noqa: E402
+from patchscope.torch import (  # noqa: E402
+    device_event_class,
+    device_events,
+    device_namespace,
+    transfer_to_device,
+)
 
 WORLD_SIZE = 2
 TIMEOUT_S = 60
@@ -109,6 +116,83 @@ def test_decorated_model_in_spawned_gloo_job(
         assert report["sum"] == 3.0
         assert report["active"] == (0, 0)
         assert report["plain_event"] == _plain_event()
+
+
+@transfer_to_device()
+def _cuda_written_rank(rank: int, store: str) -> dict[str, Any]:
+    """A CUDA-written rank: nccl, set_device(local_rank), DDP device_ids, FSDP device_id."""
+    dist.init_process_group(
+        backend="nccl",
+        init_method=f"file://{store}",
+        rank=rank,
+        world_size=WORLD_SIZE,
+        timeout=timedelta(seconds=TIMEOUT_S),
+    )
+    try:
+        local_rank = rank
+        device = f"cuda:{local_rank}"
+        torch.cuda.set_device(device)
+        model = torch.nn.Linear(4, 1, bias=False).to(device)
+        ddp = torch.nn.parallel.DistributedDataParallel(
+            model, device_ids=[local_rank], output_device=local_rank
+        )
+        ddp(torch.full((2, 4), float(rank + 1), device=device)).sum().backward()
+        sharded = FullyShardedDataParallel(
+            torch.nn.Linear(4, 2).to(device), device_id=local_rank, use_orig_params=True
+        )
+        sharded(torch.ones(1, 4, device=device)).sum().backward()
+        return {
+            "backend": dist.get_backend(),
+            "device": str(model.weight.device),
+            "grad": model.weight.grad.tolist() if model.weight.grad is not None else None,
+            "fsdp": str(sharded.compute_device),
+        }
+    finally:
+        dist.destroy_process_group()
+
+
+def _transfer_rank_main(rank: int, store: str, results: Any) -> None:
+    """Run the CUDA-written rank, then report what it saw and what is left afterwards."""
+    report = _cuda_written_rank(rank, store)
+    report.update(rank=rank, active=len(patchscope.active()), cuda=torch.cuda.is_available())
+    results.put(report)
+
+
+@pytest.mark.skipif(not dist.is_available(), reason="torch.distributed is not built")
+@pytest.mark.skipif(torch.cuda._is_compiled(), reason="needs a torch without CUDA")
+def test_cuda_written_ddp_and_fsdp_job_runs_on_gloo(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two spawned ranks with nccl, DDP device_ids and FSDP device_id run on gloo on the CPU."""
+    monkeypatch.setenv("GLOO_SOCKET_IFNAME", "lo")
+    context = multiprocessing.get_context("spawn")
+    results = context.Queue()
+    store = str(tmp_path / "store")
+    ranks = [
+        context.Process(target=_transfer_rank_main, args=(rank, store, results))
+        for rank in range(WORLD_SIZE)
+    ]
+    for process in ranks:
+        process.start()
+    reports = []
+    try:
+        for _ in ranks:
+            reports.append(results.get(timeout=TIMEOUT_S))
+    except queue.Empty:
+        pytest.fail(f"ranks reported {len(reports)} of {WORLD_SIZE} results")
+    finally:
+        for process in ranks:
+            process.join(timeout=TIMEOUT_S)
+            if process.is_alive():
+                process.kill()
+                process.join(timeout=TIMEOUT_S)
+    assert [process.exitcode for process in ranks] == [0, 0]
+    for report in sorted(reports, key=lambda report: report["rank"]):
+        assert report["backend"] == "gloo"
+        assert report["device"] == report["fsdp"] == "cpu"
+        # Each rank's gradient is 2 * (rank + 1) per weight; DDP averages them.
+        assert report["grad"] == [[3.0, 3.0, 3.0, 3.0]]
+        assert (report["active"], report["cuda"]) == (0, False)
 
 
 def _shipped() -> tuple[type, Any]:

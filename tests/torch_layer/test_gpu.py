@@ -16,6 +16,7 @@ from patchscope.torch import (  # noqa: E402
     device_event_class,
     device_events,
     device_namespace,
+    transfer_to_device,
 )
 
 # device_count() asks NVML, so collecting this file does not initialise CUDA.
@@ -89,3 +90,27 @@ def test_attention_example_runs() -> None:
     assert "active device: cuda" in done.stdout
     assert "undecorated Attention(): built" in done.stdout
     assert "redirects active now: 0" in done.stdout
+
+
+def test_transfer_to_device_is_a_no_op() -> None:
+    """transfer_to_device() installs nothing on CUDA: no activation, no mode, real CUDA tensors."""
+    depth = torch._C._len_torch_function_stack()
+    with transfer_to_device() as device:
+        assert device is None
+        assert patchscope.active() == ()
+        assert torch._C._len_torch_function_stack() == depth
+        assert torch.ones(1, device="cuda").is_cuda
+
+
+def test_train_example_runs_on_cuda() -> None:
+    """The CUDA-written training example runs on the GPU and leaves nothing behind."""
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "train_cuda_script_anywhere.py")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "running on: cuda, unchanged\n" in result.stdout
+    assert result.stdout.endswith("redirects active now: 0\n")

@@ -1,6 +1,8 @@
 """The patchscope.torch examples run and print what they resolved."""
 
 import runpy
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -39,3 +41,40 @@ def test_time_cuda_code_anywhere(capsys: pytest.CaptureFixture[str]) -> None:
     assert len(timings) == 3
     for line in timings:
         assert float(line.split("matmul:")[1].split()[0]) > 0.0
+
+
+def test_train_cuda_script_anywhere(capsys: pytest.CaptureFixture[str]) -> None:
+    """The CUDA-written training script runs under transfer_to_device(), learns, leaves nothing."""
+    from patchscope.torch import active_device_type
+
+    out = _run("train_cuda_script_anywhere.py", capsys)
+    assert f"active device: {active_device_type()}\n" in out
+    if not torch.cuda._is_compiled():
+        assert "without transfer_to_device(): AssertionError: Torch not compiled with CUDA" in out
+        assert "running on: cpu\n" in out
+        assert "dtype bfloat16," in out
+    first, last = out.split("\nloss ")[1].split("\n")[0].split(" -> ")
+    assert float(last) < float(first)
+    assert len([line for line in out.splitlines() if line.startswith("iter ")]) == 3
+    assert out.endswith("redirects active now: 0\n")
+
+
+@pytest.mark.skipif(torch.cuda._is_compiled(), reason="needs a torch without CUDA")
+def test_train_ddp_cuda_script_anywhere() -> None:
+    """The CUDA-written DDP job runs two gloo ranks on the CPU whose averaged losses agree."""
+    # In a fresh interpreter: spawned ranks import the example as __main__ by its path.
+    result = subprocess.run(
+        [sys.executable, str(EXAMPLES / "train_ddp_cuda_script_anywhere.py")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    out = result.stdout
+    assert "backend gloo, parameters on cpu\n" in out
+    losses = [line.split(": mean loss ")[1] for line in out.splitlines() if "mean loss" in line]
+    assert len(losses) == 2 and losses[0] == losses[1]
+    first, *_, last = (float(loss) for loss in losses[0].split(" -> "))
+    assert last < first
+    assert out.endswith("exit codes: [0, 0]\n")

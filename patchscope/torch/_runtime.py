@@ -1,0 +1,321 @@
+"""Stand-ins for torch.cuda's runtime queries, answering for another device.
+
+``runtime_functions(device_type)`` gives, for each ``torch.cuda`` name that
+:func:`~patchscope.torch.transfer_to_device` rebinds, the function that answers
+for ``device_type``: the device module's own where it has one, else
+``torch.accelerator``'s, else a stand-in documented here. On the CPU the
+stand-ins report one device (index 0), host memory where that is a real figure
+(``mem_get_info``, ``get_device_properties().total_memory``), and 0 or an empty
+dict where torch keeps no host figure (the caching allocator's counters).
+``set_device`` and ``device`` take any CUDA index, which names the host, so
+that one process per rank (``torch.cuda.set_device(local_rank)``) runs.
+The RNG functions (``manual_seed``, ``get_rng_state``, ...) work on the CPU's
+default generator: with ``is_available()`` True, torch itself (Dynamo saving
+and restoring RNG state around tracing) calls them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import platform
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
+
+import torch
+
+# What transfer_to_device rebinds on torch.cuda, besides device_namespace's names.
+RUNTIME_NAMES = (
+    "current_device",
+    "device",
+    "device_count",
+    "empty_cache",
+    "get_device_capability",
+    "get_device_name",
+    "get_device_properties",
+    "get_rng_state",
+    "get_rng_state_all",
+    "initial_seed",
+    "is_available",
+    "is_bf16_supported",
+    "manual_seed",
+    "manual_seed_all",
+    "max_memory_allocated",
+    "mem_get_info",
+    "memory_allocated",
+    "memory_reserved",
+    "memory_stats",
+    "reset_peak_memory_stats",
+    "set_device",
+    "set_rng_state",
+    "set_rng_state_all",
+)
+
+#: ``get_device_capability()`` on the CPU: no CUDA compute capability, so code
+#: that enables a kernel from ``capability >= (8, 0)`` on keeps the portable path.
+HOST_CAPABILITY = (0, 0)
+
+
+@dataclass(frozen=True)
+class HostDeviceProperties:
+    """What ``torch.cuda.get_device_properties()`` answers on the CPU.
+
+    ``name`` is the processor, ``total_memory`` the host's physical memory in
+    bytes, ``multi_processor_count`` the CPUs this process may run on;
+    ``major``/``minor`` are :data:`HOST_CAPABILITY`. ``gcnArchName`` is
+    empty: Inductor reads it (ROCm's name) where torch has no CUDA version.
+    """
+
+    name: str
+    total_memory: int
+    multi_processor_count: int
+    major: int = HOST_CAPABILITY[0]
+    minor: int = HOST_CAPABILITY[1]
+    is_integrated: bool = True
+    gcnArchName: str = ""  # torch's spelling
+
+
+def _host_memory() -> tuple[int, int]:
+    """Return (available, total) host memory in bytes, as ``mem_get_info`` orders them."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as meminfo:
+            fields = dict(line.split(":", 1) for line in meminfo)
+        total = int(fields["MemTotal"].split()[0]) * 1024
+        available = int(fields["MemAvailable"].split()[0]) * 1024
+        return available, total
+    except (OSError, KeyError, ValueError):
+        page = os.sysconf("SC_PAGE_SIZE")
+        total = page * os.sysconf("SC_PHYS_PAGES")
+        try:
+            available = page * os.sysconf("SC_AVPHYS_PAGES")
+        except (ValueError, OSError):  # macOS has no SC_AVPHYS_PAGES
+            available = total
+        return available, total
+
+
+def _host_cpus() -> int:
+    affinity = getattr(os, "sched_getaffinity", None)
+    return len(affinity(0)) if affinity is not None else os.cpu_count() or 1
+
+
+def _host_name() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as cpuinfo:
+            for line in cpuinfo:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "cpu"
+
+
+def _host_properties(device: object = None) -> HostDeviceProperties:
+    return HostDeviceProperties(_host_name(), _host_memory()[1], _host_cpus())
+
+
+def _check_host_index(device: object, name: str) -> None:
+    """Accept any CUDA or CPU device spec: every index names the host (one process per rank)."""
+    if device is None or (isinstance(device, int) and not isinstance(device, bool) and device >= 0):
+        return
+    if isinstance(device, (str, torch.device)):
+        try:
+            parsed = torch.device(device)
+        except (RuntimeError, ValueError):
+            parsed = None
+        if parsed is not None and parsed.type in ("cuda", "cpu"):
+            return
+    raise ValueError(
+        f"torch.cuda.{name}({device!r}): transfer_to_device() on the CPU takes a CUDA "
+        "device (0, 'cuda', 'cuda:N', torch.device('cuda', N)) or 'cpu'"
+    )
+
+
+def _host_set_device(device: object) -> None:
+    _check_host_index(device, "set_device")
+
+
+@contextlib.contextmanager
+def _host_device(device: object) -> Iterator[None]:
+    _check_host_index(device, "device")
+    yield
+
+
+def _zero(device: object = None) -> int:
+    return 0
+
+
+def _nothing(device: object = None) -> None:
+    return None
+
+
+def _host_runtime() -> dict[str, Callable[..., Any]]:
+    def seed(seed: int) -> None:
+        torch.default_generator.manual_seed(int(seed))
+
+    generator = torch.default_generator
+
+    def get_rng_state(device: object = "cuda") -> torch.Tensor:
+        return generator.get_state()
+
+    def set_rng_state(new_state: torch.Tensor, device: object = "cuda") -> None:
+        generator.set_state(new_state)
+
+    def set_rng_state_all(new_states: list[torch.Tensor]) -> None:
+        for state in new_states:
+            generator.set_state(state)
+
+    def mem_get_info(device: object = None) -> tuple[int, int]:
+        return _host_memory()
+
+    def memory_stats(device: object = None) -> dict[str, Any]:
+        return {}
+
+    return {
+        "current_device": lambda: 0,
+        "device": _host_device,
+        "device_count": lambda: 1,
+        "empty_cache": lambda: None,
+        "get_device_capability": lambda device=None: HOST_CAPABILITY,
+        "get_device_name": lambda device=None: _host_name(),
+        "get_device_properties": _host_properties,
+        "get_rng_state": get_rng_state,
+        "get_rng_state_all": lambda: [generator.get_state()],
+        "initial_seed": generator.initial_seed,
+        "is_available": lambda: True,
+        "is_bf16_supported": lambda including_emulation=True: True,
+        "manual_seed": seed,
+        "manual_seed_all": seed,
+        "max_memory_allocated": _zero,
+        "mem_get_info": mem_get_info,
+        "memory_allocated": _zero,
+        "memory_reserved": _zero,
+        "memory_stats": memory_stats,
+        "reset_peak_memory_stats": _nothing,
+        "set_device": _host_set_device,
+        "set_rng_state": set_rng_state,
+        "set_rng_state_all": set_rng_state_all,
+    }
+
+
+# torch.accelerator's spelling of a torch.cuda name, where it differs.
+_ACCELERATOR_NAMES = {
+    "current_device": "current_device_index",
+    "device": "device_index",
+    "mem_get_info": "get_memory_info",
+    "set_device": "set_device_index",
+}
+
+
+# The functions whose first argument (or ``device=``) names a device.
+_TAKES_DEVICE = frozenset(
+    {
+        "device",
+        "get_device_capability",
+        "get_device_name",
+        "get_device_properties",
+        "get_rng_state",
+        "max_memory_allocated",
+        "mem_get_info",
+        "memory_allocated",
+        "memory_reserved",
+        "memory_stats",
+        "reset_peak_memory_stats",
+        "set_device",
+    }
+)
+
+
+@functools.cache
+def device_mapper(device_type: str) -> Callable[[Any], Any]:
+    """Return the function that maps a CUDA device spec to ``device_type``'s device.
+
+    ``"cuda"``, ``"cuda:N"``, ``torch.device("cuda"[, N])`` and integer
+    ordinals map to ``device_type`` (keeping the index, except on the CPU,
+    which has one device); everything else is returned as it is, for torch to
+    accept or reject.
+    """
+    cache: dict[Any, Any] = {}
+    host = device_type == "cpu"
+
+    def on(index: int | None) -> torch.device:
+        if host or index is None:
+            return torch.device(device_type)
+        return torch.device(device_type, index)
+
+    def mapped(device: Any) -> Any:
+        if device.__class__ is bool:
+            return device
+        try:
+            return cache[device]
+        except KeyError:
+            pass
+        except TypeError:  # unhashable: not a device spec
+            return device
+        result = device
+        if isinstance(device, int):
+            result = on(device)
+        elif isinstance(device, (str, torch.device)):
+            try:
+                parsed = torch.device(device)
+            except (RuntimeError, ValueError):
+                parsed = None  # torch raises its own error where it is used
+            if parsed is not None and parsed.type == "cuda":
+                result = on(parsed.index)
+        if len(cache) < 256:
+            cache[device] = result
+        return result
+
+    return mapped
+
+
+def _taking_mapped_device(function: Callable[..., Any], device_type: str) -> Callable[..., Any]:
+    """Wrap a backend function so that a CUDA device argument names the backend's device."""
+    mapped = device_mapper(device_type)
+
+    @functools.wraps(function)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        if args:
+            args = (mapped(args[0]), *args[1:])
+        elif "device" in kwargs:
+            kwargs["device"] = mapped(kwargs["device"])
+        return function(*args, **kwargs)
+
+    return call
+
+
+def runtime_functions(device_type: str) -> dict[str, Callable[..., Any]]:
+    """Return what each of :data:`RUNTIME_NAMES` becomes for ``device_type`` (not "cuda")."""
+    if device_type == "cpu":
+        return _host_runtime()
+    module: ModuleType | None = getattr(torch, device_type, None)
+    accelerator = getattr(torch, "accelerator", None)
+    functions: dict[str, Callable[..., Any]] = {}
+    for name in RUNTIME_NAMES:
+        function = getattr(module, name, None)
+        if function is None:
+            function = getattr(accelerator, _ACCELERATOR_NAMES.get(name, name), None)
+        if function is None:
+            function = _unsupported(device_type, name)
+        elif name in _TAKES_DEVICE:
+            function = _taking_mapped_device(function, device_type)
+        functions[name] = function
+    functions["is_available"] = lambda: True
+    if not hasattr(module, "is_bf16_supported"):
+        functions["is_bf16_supported"] = lambda including_emulation=True: True
+    return functions
+
+
+def _unsupported(device_type: str, name: str) -> Callable[..., Any]:
+    """Return a stand-in for ``torch.cuda.<name>`` that says the backend lacks it."""
+
+    def unsupported(*args: object, **kwargs: object) -> Any:
+        raise NotImplementedError(
+            f"neither torch.{device_type} nor torch.accelerator has {name}(), so "
+            f"transfer_to_device() cannot stand in for torch.cuda.{name} on {device_type!r}"
+        )
+
+    unsupported.__name__ = unsupported.__qualname__ = name
+    return unsupported

@@ -1,0 +1,464 @@
+"""transfer_to_device: unmodified CUDA-written scripts on the active device, for one scope.
+
+Two mechanisms, entered together at each activation:
+
+* Redirects (context-scoped by default): ``device_namespace()``'s names, the
+  ``torch.cuda`` runtime queries (``_runtime``), ``__init__`` of autocast,
+  GradScaler and DistributedDataParallel, and ``init_process_group``.
+* A ``TorchFunctionMode`` (``_DeviceMode``), as ``torch.utils._device.DeviceContext``
+  uses, that maps CUDA device arguments wherever torch takes one, instead of
+  patching every factory and method. torch's mode stack is per thread, not per
+  asyncio task: a mode acts only in the contexts that activated it (a
+  ContextVar) and passes every call through elsewhere, so tasks sharing the
+  thread keep torch's own behaviour.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import functools
+import sys
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import torch
+import torch.utils._device as _torch_device
+from torch.overrides import TorchFunctionMode
+
+from patchscope import Redirect, combine, redirect_attr
+from patchscope._redirect import deferred
+
+from ._detect import device_type_of
+from ._events import event_class_of
+from ._namespace import Scope, _check, _dynamo_cuda_interface, _namespace_redirect
+from ._runtime import RUNTIME_NAMES, device_mapper, runtime_functions
+
+_push_mode = torch._C._push_on_torch_function_stack
+_pop_mode = torch._C._pop_torch_function_stack
+_stack_len = torch._C._len_torch_function_stack
+_stack_at = torch._C._get_function_stack_at
+_get_ident = threading.get_ident
+
+# The modes the current context activated and has not ended.
+_owned: contextvars.ContextVar[tuple[_DeviceMode, ...]] = contextvars.ContextVar(
+    "patchscope.torch.transfer_modes", default=()
+)
+
+
+def transfer_to_device(
+    device: str | torch.device | None = None, *, scope: Scope = "context"
+) -> Redirect:
+    """Run CUDA-written code on ``device`` (the active device when None) while active.
+
+    Inside the scope:
+
+    * everything :func:`device_namespace` covers;
+    * ``"cuda"``, ``"cuda:N"``, ``torch.device("cuda"[, N])`` and integer
+      ordinals name ``device`` wherever torch takes a device: tensor
+      factories, ``Tensor.to``/``cuda``/``new_*``, ``Module.to``/``cuda``,
+      module constructors with ``device=``, ``with torch.device("cuda")``; on
+      the CPU the index is dropped and ``pin_memory()`` returns the tensor;
+    * ``torch.cuda``'s runtime queries (``is_available``, ``device_count``,
+      ``current_device``, ``set_device``, ``device``, ``get_device_name``,
+      ``get_device_properties``, ``get_device_capability``,
+      ``is_bf16_supported``, the memory queries, ``manual_seed[_all]``)
+      answer for ``device``, and so do the RNG-state functions; on the CPU
+      with stand-ins the README lists (one device, host memory, capability
+      ``(0, 0)``);
+    * ``torch.autocast("cuda")``, ``torch.amp.autocast(device_type="cuda")``,
+      ``torch.cuda.amp.autocast``, ``torch.amp.GradScaler("cuda")`` and
+      ``torch.cuda.amp.GradScaler`` act for ``device``;
+    * ``torch.distributed.init_process_group(backend="nccl")`` uses the
+      device's backend (gloo on the CPU), ``DistributedDataParallel`` takes
+      CUDA-style ``device_ids``/``output_device``, and FSDP (when the program
+      imported it) a CUDA-style ``device_id``.
+
+    The device is resolved at each activation; on CUDA nothing is installed
+    (``patchscope.active()`` stays empty). ``with transfer_to_device() as
+    device`` gives the ``torch.device`` the code runs on (None on CUDA).
+    Usable in every form a Redirect has: ``with``, a function, method,
+    generator or coroutine decorator, a class decorator (active during
+    ``__init__``), ``start()``/``stop()``.
+
+    Thread safety: with ``scope="context"`` (the default) only the thread or
+    asyncio task that activated it (and tasks it creates meanwhile) sees any
+    of this; every other thread and task keeps torch's CUDA semantics at the
+    same time. ``scope="process"`` makes the redirects visible to all
+    threads; device arguments are mapped in the activating thread only (torch
+    keeps function modes per thread). Call ``stop()`` in the thread that
+    called ``start()``: from another thread the mapping ends at once, but the
+    inert mode leaves that thread's mode stack only when the thread next
+    enters or ends a ``transfer_to_device()`` scope.
+    """
+    _check(device, scope)
+    return deferred(functools.partial(_resolve, device, scope), scope)
+
+
+def _resolve(device: str | torch.device | None, scope: Scope) -> Redirect | None:
+    """The redirect for the device named now; None on CUDA."""
+    device_type = device_type_of(device)
+    if device_type == "cuda":
+        return None
+    return _transfer_redirect(
+        device_type,
+        event_class_of(device_type),
+        getattr(torch, device_type, None),
+        scope,
+        _dynamo_cuda_interface(),
+        _loaded_fsdp(),
+    )
+
+
+def _loaded_fsdp() -> type | None:
+    """FSDP's class, if the program imported it (never imported here: it is slow to import)."""
+    module = sys.modules.get("torch.distributed.fsdp.fully_sharded_data_parallel")
+    fsdp = getattr(module, "FullyShardedDataParallel", None)
+    return fsdp if isinstance(fsdp, type) else None
+
+
+@functools.cache
+def _transfer_redirect(
+    device_type: str,
+    event_class: type,
+    module: Any,
+    scope: Scope,
+    dynamo: type | None,
+    fsdp: type | None,
+) -> Redirect:
+    """One cached Redirect per device (see _namespace_redirect's cache for why)."""
+    namespace = _namespace_redirect(device_type, event_class, module, scope, dynamo)
+    assert namespace is not None  # only CUDA has no namespace redirect
+    functions = runtime_functions(device_type)
+    parts = [
+        namespace,
+        *(redirect_attr(torch.cuda, name, functions[name], scope=scope) for name in RUNTIME_NAMES),
+        *(
+            redirect_attr(
+                owner, "__init__", wrap(vars(owner)["__init__"], device_type), scope=scope
+            )
+            for owner, wrap in _init_wrappers(fsdp)
+        ),
+    ]
+    if torch.distributed.is_available():
+        from torch.distributed import distributed_c10d
+
+        init = _init_process_group(distributed_c10d.init_process_group, device_type)
+        parts += [
+            redirect_attr(torch.distributed, "init_process_group", init, scope=scope),
+            redirect_attr(distributed_c10d, "init_process_group", init, scope=scope),
+        ]
+    return _Transfer(combine(*parts), device_type)
+
+
+class _Transfer(Redirect):
+    """The redirects of one device, and a device mode entered after them."""
+
+    __slots__ = ("__weakref__", "_device", "_handles", "_redirects")
+
+    def __init__(self, redirects: Redirect, device_type: str) -> None:
+        self._redirects = redirects
+        self._device = device_type
+        self._handles: list[Any] = []
+
+    def _args(self) -> tuple[Any, ...]:
+        return (self._redirects, self._device)
+
+    def _activate(self, code: Any, lasti: int) -> _TransferHandle:
+        # Everything that can fail comes before the mode is pushed: the
+        # redirects (all or nothing), then the handle and the mode objects;
+        # pushing the mode is the last step, and its undo comes first.
+        inner = self._redirects._activate(code, lasti)
+        mode = None
+        try:
+            mode = _DeviceMode(self._device)
+            handle = _TransferHandle(inner, mode)
+            _enter(mode)
+        except BaseException:
+            try:
+                if mode is not None:
+                    _leave(mode)
+            finally:
+                inner.stop()
+            raise
+        return handle
+
+    def __repr__(self) -> str:
+        return f"transfer_to_device({self._device!r})"
+
+
+class _TransferHandle:
+    """The handle of one activation: the redirects' handle and the mode."""
+
+    __slots__ = ("__weakref__", "_frame", "_inner", "_mode", "_modes", "_pushed", "thread_id")
+
+    def __init__(self, inner: Any, mode: _DeviceMode) -> None:
+        self._inner = inner
+        self._mode = mode
+        self._modes = [mode]  # emptied by the first stop(): list.pop is atomic
+        self.thread_id = _get_ident()
+        self._pushed = False
+        self._frame: Any = None
+
+    @property
+    def value(self) -> torch.device:
+        """The device the code in the scope runs on."""
+        return torch.device(self._mode._device_type)
+
+    @property
+    def activations(self) -> Any:
+        """The redirects' activations."""
+        return self._inner.activations
+
+    def stop(self) -> None:
+        """End the mode, then the redirects; harmless if already stopped."""
+        try:
+            mode = self._modes.pop()
+        except IndexError:
+            return
+        try:
+            _leave(mode)
+        finally:
+            self._inner.stop()
+
+
+def _enter(mode: _DeviceMode) -> None:
+    """Push ``mode`` on this thread's mode stack, then make it act in this context.
+
+    Pushed first: until this context owns it, the mode passes every call
+    through, so a failure between the two steps changes nothing that runs.
+    """
+    _push_mode(mode)
+    # Modes stopped from another context are still listed in this one: drop them.
+    _owned.set((*(other for other in _owned.get() if other._live), mode))
+
+
+def _leave(mode: _DeviceMode) -> None:
+    """Turn ``mode`` off everywhere and take it (and other ended modes) off this thread's stack."""
+    mode._live = False
+    owned = _owned.get()
+    if mode in owned:
+        _owned.set(tuple(other for other in owned if other is not mode))
+    if mode._thread == _get_ident():
+        _sweep()
+
+
+def _sweep() -> None:
+    """Remove ended device modes from this thread's stack, keeping every other mode in order.
+
+    Read first, then pop only down to the lowest ended mode: in the common
+    case (this scope's mode on top) one pop, so an interruption has no
+    window in which other modes are off the stack.
+    """
+    depth = _stack_len()
+    ended = [i for i in range(depth) if _ended(_stack_at(i))]
+    if not ended:
+        return
+    if ended == [depth - 1]:
+        _pop_mode()
+        return
+    above = [_pop_mode() for _ in range(depth - ended[0])]
+    for mode in reversed(above):
+        if not _ended(mode):
+            _push_mode(mode)
+
+
+def _ended(mode: object) -> bool:
+    return isinstance(mode, _DeviceMode) and not mode._live
+
+
+class _DeviceMode(TorchFunctionMode):
+    """Maps CUDA device arguments to one device, in the contexts that entered it."""
+
+    def __init__(self, device_type: str) -> None:
+        super().__init__()
+        self._device_type = device_type
+        self._map = device_mapper(device_type)
+        self._host = device_type == "cpu"
+        self._thread = _get_ident()
+        self._live = True
+
+    def __torch_function__(
+        self,
+        func: Any,
+        types: Any,
+        args: tuple[Any, ...] = (),
+        kwargs: dict[str, Any] | None = None,
+    ) -> Any:
+        if kwargs is None:
+            kwargs = {}
+        if not self._live or self not in _owned.get():
+            return func(*args, **kwargs)
+        special = _SPECIAL.get(func)
+        if special is not None:
+            return special(self, args, kwargs)
+        device = kwargs.get("device")
+        if device is not None:
+            mapped = self._map(device)
+            if mapped is not device:
+                kwargs = {**kwargs, "device": mapped}
+        else:
+            default = _torch_device.CURRENT_DEVICE
+            if (
+                default is not None
+                and default.type == "cuda"
+                and func in _torch_device._device_constructors()
+            ):
+                # ``with torch.device("cuda"):``: that mode sits below this
+                # one and fills the device in after this one ran.
+                kwargs = {**kwargs, "device": self._map(default)}
+        if self._host and kwargs.get("pin_memory"):
+            kwargs = {**kwargs, "pin_memory": False}
+        return func(*args, **kwargs)
+
+
+def _to(mode: _DeviceMode, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """``Tensor.to(device, ...)``: the device may come first after the tensor, or as a keyword."""
+    if len(args) > 1 and isinstance(args[1], (str, torch.device, int)):
+        args = (args[0], mode._map(args[1]), *args[2:])
+    device = kwargs.get("device")
+    if device is not None:
+        kwargs = {**kwargs, "device": mode._map(device)}
+    return torch.Tensor.to(*args, **kwargs)
+
+
+def _cuda(mode: _DeviceMode, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """``Tensor.cuda(device=None, non_blocking=False, memory_format=...)``: a ``to`` the device."""
+    tensor, *rest = args
+    names = ("device", "non_blocking", "memory_format")
+    given = {**dict(zip(names, rest, strict=False)), **kwargs}
+    device = given.pop("device", None)
+    target = mode._map("cuda" if device is None else device)
+    return torch.Tensor.to(tensor, target, **given)
+
+
+def _pin_memory(mode: _DeviceMode, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """``Tensor.pin_memory()``: the tensor itself where the device has no pinned memory."""
+    if mode._host:
+        return args[0]
+    return torch.Tensor.pin_memory(*args, **kwargs)
+
+
+_SPECIAL: dict[Any, Callable[[_DeviceMode, tuple[Any, ...], dict[str, Any]], Any]] = {
+    torch.Tensor.to: _to,
+    torch.Tensor.cuda: _cuda,
+    torch.Tensor.pin_memory: _pin_memory,
+}
+
+
+# ---------------------------------------------------------------------------
+# __init__ wrappers: mixed precision and DDP
+
+
+def _autocast_init(init: Callable[..., None], target: str) -> Callable[..., None]:
+    @functools.wraps(init)
+    def __init__(
+        self: Any,
+        device_type: str,
+        dtype: torch.dtype | None = None,
+        enabled: bool = True,
+        cache_enabled: bool | None = None,
+    ) -> None:
+        init(
+            self,
+            target if device_type == "cuda" else device_type,
+            dtype,
+            enabled,
+            cache_enabled,
+        )
+
+    return __init__
+
+
+def _scaler_init(init: Callable[..., None], device_type: str) -> Callable[..., None]:
+    @functools.wraps(init)
+    def __init__(self: Any, device: str = "cuda", *args: Any, **kwargs: Any) -> None:
+        init(self, device_type if device == "cuda" else device, *args, **kwargs)
+
+    return __init__
+
+
+def _ddp_init(init: Callable[..., None], device_type: str) -> Callable[..., None]:
+    mapped = device_mapper(device_type)
+
+    def index(device: Any) -> Any:
+        return getattr(mapped(device), "index", device)
+
+    @functools.wraps(init)
+    def __init__(
+        self: Any,
+        module: Any,
+        device_ids: Any = None,
+        output_device: Any = None,
+        *args: Any,
+        **kwargs: Any,
+    ) -> None:
+        if device_type == "cpu":
+            # DDP takes no device_ids for CPU modules.
+            device_ids = output_device = None
+        else:
+            if device_ids is not None:
+                device_ids = [index(device) for device in device_ids]
+            if output_device is not None:
+                output_device = index(output_device)
+        init(self, module, device_ids, output_device, *args, **kwargs)
+
+    return __init__
+
+
+def _fsdp_init(init: Callable[..., None], device_type: str) -> Callable[..., None]:
+    mapped = device_mapper(device_type)
+
+    @functools.wraps(init)
+    def __init__(self: Any, module: Any, *args: Any, **kwargs: Any) -> None:
+        device_id = kwargs.get("device_id")
+        if device_id is not None:
+            kwargs["device_id"] = mapped(device_id)
+        elif device_type == "cpu":
+            # CUDA code leaves it to the current CUDA device; FSDP refuses
+            # None without an accelerator, and takes the CPU by name.
+            kwargs["device_id"] = torch.device("cpu")
+        init(self, module, *args, **kwargs)
+
+    return __init__
+
+
+def _init_wrappers(
+    fsdp: type | None,
+) -> list[tuple[type, Callable[[Callable[..., None], str], Any]]]:
+    """The classes whose ``__init__`` is wrapped, with the wrapper for each."""
+    from torch.amp.autocast_mode import autocast
+    from torch.amp.grad_scaler import GradScaler
+
+    wrappers: list[tuple[type, Callable[[Callable[..., None], str], Any]]] = [
+        (autocast, _autocast_init),
+        (GradScaler, _scaler_init),
+    ]
+    if torch.distributed.is_available():
+        from torch.nn.parallel import DistributedDataParallel
+
+        wrappers.append((DistributedDataParallel, _ddp_init))
+    if fsdp is not None:
+        wrappers.append((fsdp, _fsdp_init))
+    return wrappers
+
+
+# The process-group backend of each device type, where it is not gloo.
+_BACKENDS = {"xpu": "xccl", "npu": "hccl"}
+
+
+def _init_process_group(init: Callable[..., None], device_type: str) -> Callable[..., None]:
+    backend_of_device = _BACKENDS.get(device_type, "gloo")
+    mapped = device_mapper(device_type)
+
+    @functools.wraps(init)
+    def init_process_group(backend: Any = None, *args: Any, **kwargs: Any) -> None:
+        if isinstance(backend, str) and backend.lower() == "nccl":
+            backend = backend_of_device
+        device_id = kwargs.get("device_id")
+        if device_id is not None:
+            # gloo takes no device; an accelerator takes its own.
+            kwargs["device_id"] = None if device_type == "cpu" else mapped(device_id)
+        init(backend, *args, **kwargs)
+
+    return init_process_group

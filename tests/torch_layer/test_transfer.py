@@ -1,0 +1,572 @@
+"""transfer_to_device(): unmodified CUDA-written code on the active device, for one scope.
+
+The active device is faked as in conftest.py; on this CPU-only build, CUDA
+code outside the scope fails as torch makes it fail.
+"""
+
+import asyncio
+import warnings
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from _threads import in_other_thread
+
+torch = pytest.importorskip("torch")
+
+import patchscope  # noqa: E402
+from patchscope.torch import (  # noqa: E402
+    HostEvent,
+    HostStream,
+    _transfer,
+    device_namespace,
+    transfer_to_device,
+)
+from patchscope.torch._runtime import (  # noqa: E402
+    HOST_CAPABILITY,
+    RUNTIME_NAMES,
+    HostDeviceProperties,
+    device_mapper,
+)
+
+CPU = torch.device("cpu")
+needs_no_cuda = pytest.mark.skipif(
+    torch.cuda._is_compiled(), reason="needs a torch on which CUDA calls fail"
+)
+
+
+@pytest.fixture(autouse=True)
+def _on_cpu(devices: Any) -> None:
+    """Run every test here with "cpu" active unless it fakes another device."""
+    devices.active("cpu")
+
+
+def _stack() -> int:
+    """The depth of this thread's torch function-mode stack."""
+    return int(torch._C._len_torch_function_stack())
+
+
+def _names() -> dict[str, Any]:
+    """Every name transfer_to_device rebinds, raw, to compare by identity."""
+    from torch.amp.autocast_mode import autocast
+    from torch.amp.grad_scaler import GradScaler
+    from torch.distributed import distributed_c10d
+    from torch.nn.parallel import DistributedDataParallel
+
+    names = {f"torch.cuda.{name}": vars(torch.cuda)[name] for name in RUNTIME_NAMES}
+    for cls in (autocast, GradScaler, DistributedDataParallel):
+        names[f"{cls.__name__}.__init__"] = vars(cls)["__init__"]
+    names["dist.init_process_group"] = vars(torch.distributed)["init_process_group"]
+    names["c10d.init_process_group"] = vars(distributed_c10d)["init_process_group"]
+    names["torch.cuda.Event.__new__"] = vars(torch.cuda.Event).get("__new__")
+    from torch.distributed.fsdp import FullyShardedDataParallel
+
+    names["FSDP.__init__"] = vars(FullyShardedDataParallel)["__init__"]
+    return names
+
+
+def _cuda_fails() -> None:
+    """Assert that CUDA calls here fail as torch makes them fail without CUDA."""
+    assert torch.cuda.is_available() is False
+    with pytest.raises((AssertionError, RuntimeError)):
+        torch.ones(1, device="cuda")
+
+
+def _cuda_runs() -> None:
+    """Assert that CUDA device arguments run on the CPU here."""
+    assert torch.cuda.is_available() is True
+    assert torch.ones(1, device="cuda").device == CPU
+
+
+@needs_no_cuda
+def test_device_arguments_reach_the_cpu() -> None:
+    """Every CUDA device spelling, in factories, Tensor and Module methods, lands on the CPU."""
+    with transfer_to_device() as device:
+        assert device == CPU
+        specs = ["cuda", "cuda:0", "cuda:1", torch.device("cuda"), torch.device("cuda", 1), 0, 1]
+        for spec in specs:
+            assert torch.ones(2, device=spec).device == CPU
+            assert torch.zeros(2).to(spec).device == CPU
+            assert torch.zeros(2).to(device=spec, non_blocking=True).device == CPU
+            assert torch.zeros(2).to(spec, torch.float16).dtype == torch.float16
+            assert torch.zeros(2).new_zeros(3, device=spec).device == CPU
+            assert torch.zeros(2).cuda(spec).device == CPU
+            assert torch.tensor([1.0], device=spec).device == CPU
+        assert torch.zeros(2).cuda().device == CPU
+        assert torch.zeros(2).cuda(non_blocking=True).device == CPU
+        model = torch.nn.Linear(2, 2, device="cuda").cuda().to("cuda:0")
+        assert model(torch.ones(2, device="cuda")).device == CPU
+        with torch.device("cuda"):
+            assert torch.empty(1).device == CPU
+        generator_free = torch.randn(2, device="cuda")
+        assert generator_free.device == CPU
+
+
+@needs_no_cuda
+def test_pin_memory_is_a_no_op_on_the_cpu() -> None:
+    """pin_memory() returns the tensor itself, and factories drop pin_memory=True."""
+    with transfer_to_device():
+        tensor = torch.ones(3)
+        assert tensor.pin_memory() is tensor
+        assert torch.empty(3, pin_memory=True).is_pinned() is False
+        moved = tensor.pin_memory().to("cuda", non_blocking=True)
+        assert moved.device == CPU
+    with pytest.raises(RuntimeError):
+        torch.ones(3).pin_memory()
+
+
+@needs_no_cuda
+def test_outside_the_scope_cuda_fails_as_before() -> None:
+    """Before and after the scope, torch.cuda and device="cuda" behave as torch defines."""
+    _cuda_fails()
+    with transfer_to_device():
+        _cuda_runs()
+    _cuda_fails()
+
+
+def test_runtime_queries_answer_for_the_host() -> None:
+    """is_available, counts, device selection, names, properties and memory answer for the CPU."""
+    with transfer_to_device():
+        assert torch.cuda.is_available() is True
+        assert torch.cuda.device_count() == 1
+        assert torch.cuda.current_device() == 0
+        torch.cuda.set_device(0)
+        torch.cuda.set_device("cuda:0")
+        with torch.cuda.device(0):
+            pass
+        torch.cuda.set_device(1)  # a rank's device: the host too
+        with torch.cuda.device("cuda:2"):
+            assert torch.cuda.current_device() == 0
+        with pytest.raises(ValueError, match=r"torch.cuda.set_device\('xpu'\).*CUDA device"):
+            torch.cuda.set_device("xpu")
+        with pytest.raises(ValueError, match=r"torch.cuda.device\(-1\)"):
+            with torch.cuda.device(-1):
+                pass
+        assert isinstance(torch.cuda.get_device_name(), str) and torch.cuda.get_device_name()
+        assert torch.cuda.get_device_capability() == HOST_CAPABILITY == (0, 0)
+        properties = torch.cuda.get_device_properties(0)
+        assert isinstance(properties, HostDeviceProperties)
+        free, total = torch.cuda.mem_get_info()
+        assert 0 < free <= total == properties.total_memory
+        assert (properties.major, properties.minor) == HOST_CAPABILITY
+        assert properties.multi_processor_count >= 1
+        assert torch.cuda.is_bf16_supported() is True
+        assert torch.cuda.memory_allocated() == torch.cuda.max_memory_allocated() == 0
+        assert torch.cuda.memory_reserved() == 0
+        assert torch.cuda.memory_stats() == {}
+        torch.cuda.reset_peak_memory_stats()
+        torch.cuda.empty_cache()
+
+
+def test_manual_seed_seeds_the_cpu_generator() -> None:
+    """torch.cuda.manual_seed(_all) make the CPU's random numbers repeatable."""
+    with transfer_to_device():
+        for seed in (torch.cuda.manual_seed, torch.cuda.manual_seed_all):
+            seed(1234)
+            first = torch.randn(4, device="cuda")
+            seed(1234)
+            assert torch.equal(first, torch.randn(4, device="cuda"))
+
+
+@needs_no_cuda
+def test_covers_device_namespace_and_composes_with_it() -> None:
+    """Events and streams work inside, also nested with device_namespace() either way."""
+    with transfer_to_device():
+        aux = torch.cuda.Stream()
+        assert isinstance(aux, HostStream)
+        with torch.cuda.stream(aux):
+            start = torch.cuda.Event(enable_timing=True)
+            start.record()
+        assert isinstance(start, HostEvent)
+        torch.cuda.synchronize()
+        with device_namespace():
+            assert isinstance(torch.cuda.Event(), HostEvent)
+            assert torch.ones(1, device="cuda").device == CPU
+    with device_namespace():
+        with transfer_to_device():
+            assert torch.ones(1, device="cuda").device == CPU
+        assert isinstance(torch.cuda.Event(), HostEvent)
+        assert torch.cuda.is_available() is False
+    assert patchscope.active() == ()
+
+
+def test_restores_every_name_and_the_mode_stack() -> None:
+    """After the scope: no mode on the stack, no activation, every name back by identity."""
+    before = _names()
+    depth = _stack()
+    with transfer_to_device():
+        assert _stack() == depth + 1
+        assert len(patchscope.active()) > 0
+        assert torch.cuda.is_available is not before["torch.cuda.is_available"]
+    assert _stack() == depth
+    assert patchscope.active() == ()
+    after = _names()
+    for name, value in before.items():
+        assert after[name] is value, name
+
+
+@pytest.mark.parametrize("error", [RuntimeError("boom"), KeyboardInterrupt()])
+def test_failed_entry_leaves_nothing(monkeypatch: pytest.MonkeyPatch, error: BaseException) -> None:
+    """If pushing the mode fails (or Ctrl-C lands there), the redirects are ended too."""
+    before = _names()
+
+    def fail(mode: Any) -> None:
+        raise error
+
+    monkeypatch.setattr(_transfer, "_push_mode", fail)
+    with pytest.raises(type(error)):
+        with transfer_to_device():
+            pytest.fail("entered")
+    assert patchscope.active() == ()
+    assert _stack() == 0
+    assert _transfer._owned.get() == ()
+    assert all(_names()[name] is value for name, value in before.items())
+
+
+def test_inner_modes_survive_the_scope_ending_under_them() -> None:
+    """A mode entered inside the scope and still open when it ends stays on the stack."""
+
+    class Recorder(torch.overrides.TorchFunctionMode):
+        def __torch_function__(
+            self, func: Any, types: Any, args: Any = (), kwargs: Any = None
+        ) -> Any:
+            return func(*args, **(kwargs or {}))
+
+    handle = transfer_to_device().start()
+    recorder = Recorder().__enter__()
+    handle.stop()
+    assert _stack() == 1
+    assert torch.overrides._get_current_function_mode() is recorder
+    recorder.__exit__(None, None, None)
+    assert _stack() == 0
+
+
+@needs_no_cuda
+def test_other_threads_keep_cuda_semantics() -> None:
+    """While one thread holds the scope, another sees torch's own CUDA behaviour."""
+    with transfer_to_device():
+        in_other_thread(_cuda_fails)
+        _cuda_runs()
+
+
+@needs_no_cuda
+def test_process_scope_rebinds_for_every_thread() -> None:
+    """scope="process": other threads see the runtime queries; device arguments stay per thread."""
+    with transfer_to_device(scope="process"):
+
+        def check() -> None:
+            assert torch.cuda.is_available() is True
+            with pytest.raises((AssertionError, RuntimeError)):
+                torch.ones(1, device="cuda")
+
+        in_other_thread(check)
+        _cuda_runs()
+    _cuda_fails()
+
+
+@needs_no_cuda
+def test_asyncio_tasks_sharing_the_thread_are_isolated() -> None:
+    """A task outside the scope keeps CUDA semantics while a task in the scope is suspended."""
+
+    async def main() -> None:
+        entered, checked = asyncio.Event(), asyncio.Event()
+
+        async def inside() -> None:
+            with transfer_to_device():
+                entered.set()
+                await checked.wait()
+                _cuda_runs()
+
+        async def outside() -> None:
+            await entered.wait()
+            assert _stack() == 1  # the other task's mode is on this thread's stack
+            _cuda_fails()
+            checked.set()
+
+        await asyncio.gather(inside(), outside())
+
+    asyncio.run(main())
+    assert _stack() == 0
+
+
+@needs_no_cuda
+def test_interleaved_tasks_end_in_any_order() -> None:
+    """Two tasks' scopes ending in entry order leave the later one working, then nothing."""
+
+    async def main() -> None:
+        first_in, second_in, first_out = asyncio.Event(), asyncio.Event(), asyncio.Event()
+
+        async def first() -> None:
+            with transfer_to_device():
+                first_in.set()
+                await second_in.wait()
+            first_out.set()
+
+        async def second() -> None:
+            await first_in.wait()
+            with transfer_to_device():
+                second_in.set()
+                await first_out.wait()
+                assert _stack() == 1
+                _cuda_runs()
+
+        await asyncio.gather(first(), second())
+
+    asyncio.run(main())
+    assert _stack() == 0
+    assert patchscope.active() == ()
+
+
+@needs_no_cuda
+def test_every_redirect_form() -> None:
+    """Functions, generators, coroutines, classes (during __init__) and start()/stop() work."""
+    redirect = transfer_to_device()
+
+    @redirect
+    def make() -> Any:
+        return torch.ones(1, device="cuda")
+
+    @redirect
+    def make_many() -> Iterator[Any]:
+        yield torch.ones(1, device="cuda")
+        yield torch.cuda.is_available()
+
+    @redirect
+    async def make_async() -> Any:
+        await asyncio.sleep(0)
+        return torch.ones(1, device="cuda")
+
+    @redirect
+    class Model(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.linear = torch.nn.Linear(2, 2, device="cuda")
+            self.gpus = torch.cuda.device_count()
+
+    assert make().device == CPU
+    items = make_many()
+    assert next(items).device == CPU
+    _cuda_fails()  # between items the caller is outside the scope
+    assert next(items) is True
+    assert asyncio.run(make_async()).device == CPU
+    model = Model()
+    assert (model.linear.weight.device, model.gpus) == (CPU, 1)
+    handle = redirect.start()
+    try:
+        _cuda_runs()
+    finally:
+        handle.stop()
+    handle.stop()
+    _cuda_fails()
+    assert _stack() == 0
+    assert patchscope.active() == ()
+
+
+@needs_no_cuda
+def test_stop_from_another_thread_ends_the_mapping_at_once() -> None:
+    """stop() elsewhere turns the mode off now; it leaves the stack at this thread's next scope."""
+    handle = transfer_to_device().start()
+    in_other_thread(handle.stop)
+    _cuda_fails()
+    assert _stack() == 1
+    with transfer_to_device():
+        _cuda_runs()
+    assert _stack() == 0
+
+
+def test_on_cuda_nothing_is_installed(devices: Any) -> None:
+    """With CUDA active, the scope installs nothing and gives None."""
+    devices.active("cuda")
+    with transfer_to_device() as value:
+        assert value is None
+        assert patchscope.active() == ()
+        assert _stack() == 0
+
+
+def test_bad_arguments_are_refused_when_made() -> None:
+    """An unknown device or scope is refused by transfer_to_device() itself."""
+    with pytest.raises(ValueError, match=r"unknown device 'tpu'.*'cpu'"):
+        transfer_to_device("tpu")
+    with pytest.raises(ValueError, match="scope must be 'context' or 'process'"):
+        transfer_to_device(scope="thread")  # type: ignore[arg-type]
+
+
+def test_device_mapper_keeps_the_index_on_accelerators() -> None:
+    """CUDA specs name the same index of another accelerator; other specs pass unchanged."""
+    xpu = device_mapper("xpu")
+    assert xpu("cuda:1") == torch.device("xpu", 1)
+    assert xpu(torch.device("cuda", 2)) == torch.device("xpu", 2)
+    assert xpu(3) == torch.device("xpu", 3)
+    assert xpu("cuda") == torch.device("xpu")
+    for other in ("cpu", "meta", torch.device("cpu"), True, "not a device"):
+        assert xpu(other) is other
+    assert device_mapper("cpu")("cuda:1") == CPU
+
+
+def test_autocast_acts_for_the_cpu() -> None:
+    """torch.autocast("cuda"), torch.amp.autocast and torch.cuda.amp.autocast cast on the CPU."""
+    a, b = torch.ones(2, 2), torch.ones(2, 2)
+    with transfer_to_device():
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            assert (a @ b).dtype == torch.bfloat16
+        with torch.amp.autocast(device_type="cuda", dtype=torch.float16):
+            assert (a @ b).dtype == torch.float16
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", FutureWarning)
+            with torch.cuda.amp.autocast():
+                assert (a @ b).dtype == torch.float16
+        context = torch.autocast("cuda")
+        assert context.device == "cpu"
+    assert (a @ b).dtype == torch.float32
+
+
+def test_grad_scaler_acts_for_the_cpu() -> None:
+    """GradScaler("cuda") and torch.cuda.amp.GradScaler scale and step on the CPU."""
+    with transfer_to_device():
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", FutureWarning)
+            scalers = [torch.amp.GradScaler("cuda"), torch.cuda.amp.GradScaler(init_scale=8.0)]
+        for scaler in scalers:
+            assert scaler.is_enabled()
+            model = torch.nn.Linear(2, 1, device="cuda")
+            optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+            before = model.weight.detach().clone()
+            loss = model(torch.ones(1, 2, device="cuda")).sum()
+            scaler.scale(loss).backward()
+            scaler.step(optimizer)
+            scaler.update()
+            assert not torch.equal(before, model.weight)
+
+
+@needs_no_cuda
+def test_grad_scaler_outside_keeps_torch_behaviour() -> None:
+    """Outside the scope, GradScaler("cuda") disables itself with torch's warning."""
+    with pytest.warns(UserWarning, match="CUDA is not available"):
+        scaler = torch.amp.GradScaler("cuda")
+    assert not scaler.is_enabled()
+
+
+@pytest.mark.parametrize(
+    ("device_type", "backend", "device_id"),
+    [("cpu", "gloo", None), ("xpu", "xccl", torch.device("xpu", 1)), ("npu", "hccl", None)],
+)
+def test_nccl_becomes_the_device_backend(device_type: str, backend: str, device_id: Any) -> None:
+    """init_process_group("nccl", device_id=cuda:1) gets the device's backend and device."""
+    calls: list[tuple[Any, ...]] = []
+
+    def init(backend: Any = None, *args: Any, **kwargs: Any) -> None:
+        calls.append((backend, args, kwargs))
+
+    wrapped = _transfer._init_process_group(init, device_type)
+    given_id = torch.device("cuda", 1) if device_type != "npu" else None
+    wrapped("nccl", "env://", device_id=given_id)
+    wrapped("gloo")
+    expected_id = {"device_id": device_id} if device_type != "npu" else {"device_id": None}
+    assert calls == [(backend, ("env://",), expected_id), ("gloo", (), {})]
+
+
+def test_ddp_device_ids_name_the_device() -> None:
+    """DDP's CUDA device_ids become the accelerator's indices, and None on the CPU."""
+    calls: list[tuple[Any, ...]] = []
+
+    def init(self: Any, module: Any, device_ids: Any = None, output_device: Any = None) -> None:
+        calls.append((device_ids, output_device))
+
+    _transfer._ddp_init(init, "xpu")(None, None, [torch.device("cuda", 1)], "cuda:1")
+    _transfer._ddp_init(init, "cpu")(None, None, [1], 1)
+    assert calls == [([1], 1), (None, None)]
+
+
+@needs_no_cuda
+def test_a_cuda_default_device_is_reached() -> None:
+    """torch.set_default_device("cuda") made outside the scope puts factories on the CPU inside."""
+    torch.set_default_device("cuda")
+    try:
+        with transfer_to_device():
+            assert torch.empty(2).device == CPU
+            assert torch.nn.Linear(2, 2).weight.device == CPU
+        with pytest.raises((AssertionError, RuntimeError)):
+            torch.empty(2)
+    finally:
+        torch.set_default_device(None)
+    assert _stack() == 0
+
+
+def test_rng_state_round_trips_on_the_cpu_generator() -> None:
+    """torch.cuda.get/set_rng_state(_all) and initial_seed work on the CPU's generator."""
+    with transfer_to_device():
+        torch.cuda.manual_seed(7)
+        assert torch.cuda.initial_seed() == 7
+        state = torch.cuda.get_rng_state()
+        first = torch.rand(3)
+        torch.cuda.set_rng_state(state)
+        assert torch.equal(first, torch.rand(3))
+        torch.cuda.set_rng_state_all(torch.cuda.get_rng_state_all())
+
+
+@needs_no_cuda
+def test_compiled_code_in_the_scope_gives_eager_results() -> None:
+    """torch.compile in the scope runs: Dynamo saves CUDA RNG state once is_available() holds."""
+
+    def step(x: Any) -> Any:
+        return (x.to("cuda") * 2 + torch.ones(2, device="cuda")).sum()
+
+    with transfer_to_device(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        compiled = torch.compile(step, backend="eager")
+        assert compiled(torch.ones(2)).item() == 6.0
+    torch._dynamo.reset()
+    assert _stack() == 0
+
+
+@needs_no_cuda
+def test_nested_scopes_unwind_one_at_a_time() -> None:
+    """A scope inside a scope adds one mode; ending the inner one leaves the outer one working."""
+    redirect = transfer_to_device()
+    with redirect:
+        with redirect:
+            assert _stack() == 2
+            _cuda_runs()
+        assert _stack() == 1
+        _cuda_runs()
+    assert _stack() == 0
+    _cuda_fails()
+
+
+def test_on_a_faked_xpu_the_queries_and_autocast_name_the_xpu(devices: Any) -> None:
+    """With XPU active, torch.cuda's queries ask torch.xpu and autocast("cuda") targets "xpu"."""
+    devices.active("xpu")
+    with transfer_to_device() as device:
+        assert device == torch.device("xpu")
+        assert torch.cuda.is_available() is True
+        assert torch.cuda.device_count() == 1
+        assert torch.cuda.is_bf16_supported is torch.xpu.is_bf16_supported
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            assert torch.autocast("cuda").device == "xpu"
+    assert patchscope.active() == ()
+    assert _stack() == 0
+
+
+def test_fsdp_device_id_names_the_device() -> None:
+    """FSDP's CUDA device_id names the accelerator's device; on the CPU, also when left out."""
+    calls: list[Any] = []
+
+    def init(self: Any, module: Any, *args: Any, **kwargs: Any) -> None:
+        calls.append(kwargs.get("device_id"))
+
+    _transfer._fsdp_init(init, "xpu")(None, None, device_id=1)
+    _transfer._fsdp_init(init, "xpu")(None, None)
+    _transfer._fsdp_init(init, "cpu")(None, None, device_id=torch.device("cuda", 1))
+    _transfer._fsdp_init(init, "cpu")(None, None)
+    assert calls == [torch.device("xpu", 1), None, CPU, CPU]
+
+
+def test_fsdp_is_reached_once_imported() -> None:
+    """With FSDP imported, its __init__ is redirected in the scope and restored by identity."""
+    from torch.distributed.fsdp import FullyShardedDataParallel
+
+    original = vars(FullyShardedDataParallel)["__init__"]
+    with transfer_to_device():
+        assert FullyShardedDataParallel.__init__ is not original
+    assert vars(FullyShardedDataParallel)["__init__"] is original
