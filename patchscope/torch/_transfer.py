@@ -57,7 +57,8 @@ def transfer_to_device(
     * ``"cuda"``, ``"cuda:N"``, ``torch.device("cuda"[, N])`` and integer
       ordinals name ``device`` wherever torch takes a device: tensor
       factories, ``Tensor.to``/``cuda``/``new_*``, ``Module.to``/``cuda``,
-      module constructors with ``device=``, ``with torch.device("cuda")``; on
+      module constructors with ``device=``, ``with torch.device("cuda")``,
+      ``torch.Generator(device="cuda")``; on
       the CPU the index is dropped and ``pin_memory()`` returns the tensor;
     * ``torch.cuda``'s runtime queries (``is_available``, ``device_count``,
       ``current_device``, ``set_device``, ``device``, ``get_device_name``,
@@ -132,6 +133,7 @@ def _transfer_redirect(
     functions = runtime_functions(device_type)
     parts = [
         namespace,
+        redirect_attr(torch, "Generator", _generator_class(device_type), scope=scope),
         *(redirect_attr(torch.cuda, name, functions[name], scope=scope) for name in RUNTIME_NAMES),
         *(
             redirect_attr(
@@ -149,6 +151,42 @@ def _transfer_redirect(
             redirect_attr(distributed_c10d, "init_process_group", init, scope=scope),
         ]
     return _Transfer(combine(*parts), device_type)
+
+
+# The class itself: inside a scope ``torch.Generator`` names the stand-in below.
+_TorchGenerator = torch.Generator
+
+
+class _IsGenerator(type(_TorchGenerator)):  # type: ignore[misc]
+    """``isinstance``/``issubclass`` against the stand-in ask about torch's own class."""
+
+    def __instancecheck__(cls, obj: object) -> bool:
+        return isinstance(obj, _TorchGenerator)
+
+    def __subclasscheck__(cls, sub: type) -> bool:
+        return issubclass(sub, _TorchGenerator)
+
+
+@functools.cache
+def _generator_class(device_type: str) -> type:
+    """What ``torch.Generator`` names inside a scope: it builds torch's own generator.
+
+    ``torch.Generator`` is an immutable C type whose construction cannot be
+    redirected and which does not dispatch through function modes, so its
+    *name* is rebound on ``torch``: calling it maps a CUDA ``device`` and
+    returns a real ``torch.Generator``, and ``isinstance(g, torch.Generator)``
+    holds for every generator, made inside the scope or not.
+    """
+    mapped = device_mapper(device_type)
+
+    def __new__(cls: type, device: Any = "cpu") -> Any:
+        return _TorchGenerator(mapped(device))
+
+    return _IsGenerator(
+        "Generator",
+        (_TorchGenerator,),
+        {"__new__": __new__, "__module__": "torch", "__doc__": _TorchGenerator.__doc__},
+    )
 
 
 class _Transfer(Redirect):

@@ -103,6 +103,26 @@ def test_device_arguments_reach_the_cpu() -> None:
 
 
 @needs_no_cuda
+def test_generators_take_a_cuda_device() -> None:
+    """torch.Generator(device="cuda") builds torch's own CPU generator; isinstance holds for all."""
+    before = torch.Generator()
+    own = vars(torch)["Generator"]
+    with transfer_to_device():
+        for spec in ("cuda", "cuda:1", torch.device("cuda", 0), 0):
+            generator = torch.Generator(device=spec)
+            assert type(generator) is own and generator.device == CPU
+        seeded = torch.Generator("cuda").manual_seed(7)
+        assert torch.equal(
+            torch.randn(3, generator=seeded), torch.randn(3, generator=own().manual_seed(7))
+        )
+        assert isinstance(before, torch.Generator) and issubclass(own, torch.Generator)
+        assert in_other_thread(lambda: vars(torch)["Generator"] is own)
+        with pytest.raises(RuntimeError):
+            in_other_thread(lambda: torch.Generator(device="cuda"))
+    assert vars(torch)["Generator"] is own and torch.Generator is own
+
+
+@needs_no_cuda
 def test_pin_memory_is_a_no_op_on_the_cpu() -> None:
     """pin_memory() returns the tensor itself, and factories drop pin_memory=True."""
     with transfer_to_device():
