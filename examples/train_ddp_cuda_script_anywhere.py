@@ -29,8 +29,12 @@ TIMEOUT_S = 60
 
 
 @transfer_to_device()
-def ddp_rank(rank: int, store: str, steps: int = 5) -> list[float]:
-    """One rank of the CUDA-written job, unmodified; return its losses."""
+def ddp_rank(rank: int, store: str, steps: int = 5) -> tuple[list[float], float]:
+    """One rank of the CUDA-written job, unmodified; its mean losses and a weights checksum.
+
+    Each rank trains on its own data, so the ranks' weights agree at the end
+    only if DDP averaged their gradients.
+    """
     dist.init_process_group(
         backend="nccl",
         init_method=f"file://{store}",
@@ -60,7 +64,8 @@ def ddp_rank(rank: int, store: str, steps: int = 5) -> list[float]:
             losses.append(reduced.item() / WORLD_SIZE)
         if rank == 0:
             print(f"backend {dist.get_backend()}, parameters on {next(model.parameters()).device}")
-        return losses
+        checksum = sum(float(p.detach().double().sum()) for p in model.parameters())
+        return losses, checksum
     finally:
         dist.destroy_process_group()
 
@@ -80,11 +85,21 @@ def main() -> None:
         ]
         for process in ranks:
             process.start()
-        reports = dict(results.get(timeout=TIMEOUT_S) for _ in ranks)
-        for process in ranks:
-            process.join(timeout=TIMEOUT_S)
+        try:
+            reports = dict(results.get(timeout=TIMEOUT_S) for _ in ranks)
+        finally:
+            for process in ranks:
+                process.join(timeout=TIMEOUT_S)
+                if process.is_alive():  # a rank that hangs or died half-way
+                    process.terminate()
+                    process.join(timeout=TIMEOUT_S)
     for rank in sorted(reports):
-        print(f"rank {rank}: mean loss " + " -> ".join(f"{loss:.3f}" for loss in reports[rank]))
+        losses, checksum = reports[rank]
+        print(
+            f"rank {rank}: mean loss "
+            + " -> ".join(f"{loss:.3f}" for loss in losses)
+            + f", weights checksum {checksum:.6f}"
+        )
     codes = [process.exitcode for process in ranks]
     print(f"exit codes: {codes}")
     if codes != [0] * WORLD_SIZE:

@@ -16,11 +16,10 @@ and restoring RNG state around tracing) calls them.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import os
 import platform
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
@@ -117,8 +116,12 @@ def _host_properties(device: object = None) -> HostDeviceProperties:
 
 
 def _check_host_index(device: object, name: str) -> None:
-    """Accept any CUDA or CPU device spec: every index names the host (one process per rank)."""
-    if device is None or (isinstance(device, int) and not isinstance(device, bool) and device >= 0):
+    """Accept any CUDA or CPU device spec: every index names the host (one process per rank).
+
+    A negative index is a no-op, as in torch (``t.get_device()`` is -1 for a
+    tensor on the host, which every "cuda" tensor in the scope is).
+    """
+    if device is None or (isinstance(device, int) and not isinstance(device, bool)):
         return
     if isinstance(device, (str, torch.device)):
         try:
@@ -137,10 +140,30 @@ def _host_set_device(device: object) -> None:
     _check_host_index(device, "set_device")
 
 
-@contextlib.contextmanager
-def _host_device(device: object) -> Iterator[None]:
-    _check_host_index(device, "device")
-    yield
+_CUDA_DEVICE = torch.cuda.device  # the class, whatever torch.cuda.device names later
+
+
+class _HostDevice(_CUDA_DEVICE):
+    """``torch.cuda.device`` on the host: selects nothing (there is one device).
+
+    A class, a subclass of torch's, so that torch's own
+    ``isinstance(device, torch.cuda.device)`` checks keep working while the
+    name stands for it (``torch.load(map_location="cuda")`` makes one).
+    """
+
+    def __init__(self, device: Any) -> None:
+        _check_host_index(device, "device")
+        self.idx = -1
+        self.prev_idx = -1
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc_info: object) -> None:
+        return None
+
+
+_host_device = _HostDevice
 
 
 def _zero(device: object = None) -> int:
@@ -299,6 +322,8 @@ def runtime_functions(device_type: str) -> dict[str, Callable[..., Any]]:
             function = getattr(accelerator, _ACCELERATOR_NAMES.get(name, name), None)
         if function is None:
             function = _unsupported(device_type, name)
+        elif name == "device" and isinstance(function, type):
+            function = _mapped_device_class(function, device_type)
         elif name in _TAKES_DEVICE:
             function = _taking_mapped_device(function, device_type)
         functions[name] = function
@@ -306,6 +331,17 @@ def runtime_functions(device_type: str) -> dict[str, Callable[..., Any]]:
     if not hasattr(module, "is_bf16_supported"):
         functions["is_bf16_supported"] = lambda including_emulation=True: True
     return functions
+
+
+def _mapped_device_class(device_class: Any, device_type: str) -> type:
+    """A subclass of the backend's ``device`` context manager that takes CUDA device specs."""
+    mapped = device_mapper(device_type)
+    own_init = device_class.__init__
+
+    def __init__(self: Any, device: Any) -> None:
+        own_init(self, mapped(device))
+
+    return type(device_class.__name__, (device_class,), {"__init__": __init__})
 
 
 def _unsupported(device_type: str, name: str) -> Callable[..., Any]:

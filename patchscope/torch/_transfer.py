@@ -58,7 +58,7 @@ def transfer_to_device(
       ordinals name ``device`` wherever torch takes a device: tensor
       factories, ``Tensor.to``/``cuda``/``new_*``, ``Module.to``/``cuda``,
       module constructors with ``device=``, ``with torch.device("cuda")``,
-      ``torch.Generator(device="cuda")``; on
+      ``torch.Generator(device="cuda")``, ``torch.load(map_location="cuda")``; on
       the CPU the index is dropped and ``pin_memory()`` returns the tensor;
     * ``torch.cuda``'s runtime queries (``is_available``, ``device_count``,
       ``current_device``, ``set_device``, ``device``, ``get_device_name``,
@@ -134,6 +134,7 @@ def _transfer_redirect(
     parts = [
         namespace,
         redirect_attr(torch, "Generator", _generator_class(device_type), scope=scope),
+        redirect_attr(torch, "load", _load_onto(device_type), scope=scope),
         *(redirect_attr(torch.cuda, name, functions[name], scope=scope) for name in RUNTIME_NAMES),
         *(
             redirect_attr(
@@ -189,6 +190,25 @@ def _generator_class(device_type: str) -> type:
     )
 
 
+_TORCH_LOAD = torch.load
+
+
+@functools.cache
+def _load_onto(device_type: str) -> Callable[..., Any]:
+    """``torch.load`` whose CUDA ``map_location`` names the device.
+
+    Loading moves storages, which do not dispatch through function modes. A
+    dict or callable ``map_location`` is passed on unchanged.
+    """
+    mapped = device_mapper(device_type)
+
+    @functools.wraps(_TORCH_LOAD)
+    def load(f: Any, map_location: Any = None, *args: Any, **kwargs: Any) -> Any:
+        return _TORCH_LOAD(f, mapped(map_location), *args, **kwargs)
+
+    return load
+
+
 class _Transfer(Redirect):
     """The redirects of one device, and a device mode entered after them."""
 
@@ -206,9 +226,9 @@ class _Transfer(Redirect):
         # Everything that can fail comes before the mode is pushed: the
         # redirects (all or nothing), then the handle and the mode objects;
         # pushing the mode is the last step, and its undo comes first.
-        inner = self._redirects._activate(code, lasti)
-        mode = None
+        inner = mode = None
         try:
+            inner = self._redirects._activate(code, lasti)
             mode = _DeviceMode(self._device)
             handle = _TransferHandle(inner, mode)
             _enter(mode)
@@ -217,7 +237,8 @@ class _Transfer(Redirect):
                 if mode is not None:
                     _leave(mode)
             finally:
-                inner.stop()
+                if inner is not None:
+                    inner.stop()
             raise
         return handle
 
@@ -233,7 +254,7 @@ class _TransferHandle:
     def __init__(self, inner: Any, mode: _DeviceMode) -> None:
         self._inner = inner
         self._mode = mode
-        self._modes = [mode]  # emptied by the first stop(): list.pop is atomic
+        self._modes = [mode]  # emptied once a stop() has ended both parts
         self.thread_id = _get_ident()
         self._pushed = False
         self._frame: Any = None
@@ -249,14 +270,17 @@ class _TransferHandle:
         return self._inner.activations
 
     def stop(self) -> None:
-        """End the mode, then the redirects; harmless if already stopped."""
-        try:
-            mode = self._modes.pop()
-        except IndexError:
+        """End the mode, then the redirects; harmless if already stopped.
+
+        Both steps may run again (each is idempotent), so a stop() that an
+        exception interrupts can simply be called again.
+        """
+        if not self._modes:
             return
         try:
-            _leave(mode)
+            _leave(self._mode)
         finally:
+            self._modes.clear()
             self._inner.stop()
 
 

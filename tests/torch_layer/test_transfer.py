@@ -123,6 +123,17 @@ def test_generators_take_a_cuda_device() -> None:
 
 
 @needs_no_cuda
+def test_checkpoints_load_with_a_cuda_map_location(tmp_path: Any) -> None:
+    """torch.load(map_location="cuda") puts the tensors on the device (torch checks the class)."""
+    path = tmp_path / "ckpt.pt"
+    torch.save({"w": torch.arange(3.0)}, path)
+    with transfer_to_device():
+        for location in ("cuda", "cuda:0", torch.device("cuda")):
+            loaded = torch.load(path, map_location=location)
+            assert loaded["w"].device == CPU and torch.equal(loaded["w"], torch.arange(3.0))
+
+
+@needs_no_cuda
 def test_pin_memory_is_a_no_op_on_the_cpu() -> None:
     """pin_memory() returns the tensor itself, and factories drop pin_memory=True."""
     with transfer_to_device():
@@ -159,9 +170,11 @@ def test_runtime_queries_answer_for_the_host() -> None:
             assert torch.cuda.current_device() == 0
         with pytest.raises(ValueError, match=r"torch.cuda.set_device\('xpu'\).*CUDA device"):
             torch.cuda.set_device("xpu")
-        with pytest.raises(ValueError, match=r"torch.cuda.device\(-1\)"):
-            with torch.cuda.device(-1):
-                pass
+        with torch.cuda.device(-1), torch.cuda.device(torch.zeros(1).get_device()):
+            torch.cuda.set_device(-1)  # a negative index selects nothing, as in torch
+        with pytest.raises(ValueError, match=r"torch.cuda.device\('xpu'\)"):
+            torch.cuda.device("xpu")
+        assert isinstance(torch.cuda.device(0), torch.cuda.device)
         assert isinstance(torch.cuda.get_device_name(), str) and torch.cuda.get_device_name()
         assert torch.cuda.get_device_capability() == HOST_CAPABILITY == (0, 0)
         properties = torch.cuda.get_device_properties(0)
