@@ -80,23 +80,18 @@ def _rank_main(rank: int, store: str, model_class: type, results: Any) -> None:
         dist.destroy_process_group()
 
 
-@pytest.mark.skipif(not dist.is_available(), reason="torch.distributed is not built")
-def test_decorated_model_in_spawned_gloo_job(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Spawned ranks build the decorated model with device events, all-reduce, leak nothing."""
-    monkeypatch.setenv("GLOO_SOCKET_IFNAME", "lo")
-    context = multiprocessing.get_context("spawn")
-    results = context.Queue()
-    store = str(tmp_path / "store")
-    # The parent holds a redirect while it spawns: a leak would show up in the ranks.
-    with device_events():
-        ranks = [
-            context.Process(target=_rank_main, args=(rank, store, TinyModel, results))
-            for rank in range(WORLD_SIZE)
-        ]
-        for process in ranks:
-            process.start()
+def _start_ranks(context: Any, target: Any, store: str, *args: Any) -> list[Any]:
+    """Start WORLD_SIZE spawned processes running ``target(rank, store, *args)``."""
+    ranks = [
+        context.Process(target=target, args=(rank, store, *args)) for rank in range(WORLD_SIZE)
+    ]
+    for process in ranks:
+        process.start()
+    return ranks
+
+
+def _collect(ranks: list[Any], results: Any) -> list[dict[str, Any]]:
+    """Every rank's report, sorted by rank, once all exited cleanly; hung ranks are killed."""
     reports = []
     try:
         for _ in ranks:
@@ -109,8 +104,23 @@ def test_decorated_model_in_spawned_gloo_job(
             if process.is_alive():
                 process.kill()
                 process.join(timeout=TIMEOUT_S)
-    assert [process.exitcode for process in ranks] == [0, 0]
-    for report in sorted(reports, key=lambda report: report["rank"]):
+    assert [process.exitcode for process in ranks] == [0] * WORLD_SIZE
+    return sorted(reports, key=lambda report: report["rank"])
+
+
+@pytest.mark.skipif(not dist.is_available(), reason="torch.distributed is not built")
+def test_decorated_model_in_spawned_gloo_job(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Spawned ranks build the decorated model with device events, all-reduce, leak nothing."""
+    monkeypatch.setenv("GLOO_SOCKET_IFNAME", "lo")
+    context = multiprocessing.get_context("spawn")
+    results = context.Queue()
+    store = str(tmp_path / "store")
+    # The parent holds a redirect while it spawns: a leak would show up in the ranks.
+    with device_events():
+        ranks = _start_ranks(context, _rank_main, store, TinyModel, results)
+    for report in _collect(ranks, results):
         assert report["same_class"]
         assert report["event"] == device_event_class().__name__
         assert report["sum"] == 3.0
@@ -168,26 +178,8 @@ def test_cuda_written_ddp_and_fsdp_job_runs_on_gloo(
     context = multiprocessing.get_context("spawn")
     results = context.Queue()
     store = str(tmp_path / "store")
-    ranks = [
-        context.Process(target=_transfer_rank_main, args=(rank, store, results))
-        for rank in range(WORLD_SIZE)
-    ]
-    for process in ranks:
-        process.start()
-    reports = []
-    try:
-        for _ in ranks:
-            reports.append(results.get(timeout=TIMEOUT_S))
-    except queue.Empty:
-        pytest.fail(f"ranks reported {len(reports)} of {WORLD_SIZE} results")
-    finally:
-        for process in ranks:
-            process.join(timeout=TIMEOUT_S)
-            if process.is_alive():
-                process.kill()
-                process.join(timeout=TIMEOUT_S)
-    assert [process.exitcode for process in ranks] == [0, 0]
-    for report in sorted(reports, key=lambda report: report["rank"]):
+    ranks = _start_ranks(context, _transfer_rank_main, store, results)
+    for report in _collect(ranks, results):
         assert report["backend"] == "gloo"
         assert report["device"] == report["fsdp"] == "cpu"
         # Each rank's gradient is 2 * (rank + 1) per weight; DDP averages them.
