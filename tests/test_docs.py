@@ -39,6 +39,16 @@ def test_lint_page_example_run_matches_the_lint(
     assert capsys.readouterr().out == console.group(1)
 
 
+def test_readme_lint_excerpt_is_the_lint_pages_output() -> None:
+    """The README's shortened lint output is the start of the lint page's full output."""
+    readme = (ROOT / "README.md").read_text()
+    command = r"\$ patchscope lint --statistics example.py\n"
+    excerpt = re.search(command + r"(.*?)\.\.\.\n", readme, re.S)
+    full = re.search(command + r"(.*?)\$ echo", _page("lint.md"), re.S)
+    assert excerpt is not None and full is not None
+    assert full.group(1).startswith(excerpt.group(1))
+
+
 def _torch_all() -> list[str]:
     # Read patchscope.torch's __all__ without importing torch.
     tree = ast.parse((ROOT / "patchscope" / "torch" / "__init__.py").read_text())
