@@ -14,6 +14,10 @@ class PatchscopeError(Exception):
 
     Catch this to handle any patchscope failure; the subclasses also derive
     from the builtin exception that the same mistake raises without patchscope.
+
+    Thread safety: raised in the thread whose call failed; an instance holds
+    only its message (and ``RestoreError.errors``) and may be handed to
+    another thread.
     """
 
 
@@ -67,4 +71,8 @@ class RedirectConflictWarning(UserWarning):
 
     The redirect still restores the original when it ends; the warning names the
     target, the attribute and the value found, so the other writer can be found.
+
+    Thread safety: issued in the thread whose activation began or ended when
+    the rebinding was noticed, through :func:`warnings.warn`, so the warnings
+    filters in force there decide what happens to it.
     """

@@ -96,6 +96,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     Returns the exit status: 0 when clean, 1 when anything was reported, 2
     for a usage or configuration error (the reason goes to stderr).
+
+    Thread safety: it writes to ``sys.stdout`` and ``sys.stderr``; run one at
+    a time per process (``lint_paths`` is the API for concurrent runs).
     """
     try:
         args = _parser().parse_args(argv)

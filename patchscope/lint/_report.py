@@ -32,7 +32,7 @@ def format_text(result: LintResult, *, with_statistics: bool = False) -> str:
 
 
 def format_json(result: LintResult) -> str:
-    """The whole result as one JSON document (schema in the README)."""
+    """The whole result as one JSON document (its schema is in docs/lint.md)."""
     document = {
         "version": JSON_VERSION,
         "files_checked": result.files_checked,

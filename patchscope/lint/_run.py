@@ -18,7 +18,10 @@ from ._rules import UNUSED_SUPPRESSION, RuleSet
 
 @dataclass(frozen=True)
 class LintResult:
-    """What a run found: sorted findings and how many files were read."""
+    """What a run found: sorted findings and how many files were read.
+
+    Immutable; safe to share between threads.
+    """
 
     findings: tuple[Finding, ...]
     files_checked: int

@@ -165,10 +165,12 @@ class Snapshot:
     def diff(self) -> list[Difference]:
         """Return every name whose value is not the recorded one.
 
-        Values are compared by identity, except that an equal value of an
-        immutable builtin type counts as unchanged (see the module docs).
-        Per object, changed and removed names come first in recorded order,
-        then added names in current order.
+        Values are compared by identity, except that a name rebound to an
+        equal value of the same immutable builtin type (``str``, ``bytes``,
+        ``int``, ``float``, ``complex``, ``bool``, ``None``, and tuples and
+        frozensets of those) counts as unchanged. Per object, changed and
+        removed names come first in recorded order, then added names in
+        current order.
         """
         differences: list[Difference] = []
         for _, found in self._compare():

@@ -65,8 +65,8 @@ def transfer_to_device(
       ``get_device_properties``, ``get_device_capability``,
       ``is_bf16_supported``, the memory queries, ``manual_seed[_all]``)
       answer for ``device``, and so do the RNG-state functions; on the CPU
-      with stand-ins the README lists (one device, host memory, capability
-      ``(0, 0)``);
+      with the stand-ins the ``patchscope.torch`` guide lists (one device,
+      host memory, capability ``(0, 0)``);
     * ``torch.autocast("cuda")``, ``torch.amp.autocast(device_type="cuda")``,
       ``torch.cuda.amp.autocast``, ``torch.amp.GradScaler("cuda")`` and
       ``torch.cuda.amp.GradScaler`` act for ``device``;

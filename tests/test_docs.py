@@ -1,0 +1,97 @@
+"""The documentation matches the code: its lint example is real, and every public name is in it."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+import patchscope
+import patchscope.lint
+import patchscope.testing
+from patchscope.lint import main
+from patchscope.lint._config import KEYS
+from patchscope.lint._rules import SUMMARIES
+
+ROOT = Path(__file__).parent.parent
+DOCS = ROOT / "docs"
+
+
+def _page(name: str) -> str:
+    return (DOCS / name).read_text()
+
+
+def test_lint_page_example_run_matches_the_lint(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Running the lint page's example.py prints the page's output and exit status."""
+    section = _page("lint.md").split("## Example", 1)[1]
+    source = re.search(r"```python\n(.*?)```", section, re.S)
+    console = re.search(
+        r"\$ patchscope lint --statistics example.py\n(.*?)\$ echo \$\?\n(\d+)\n", section, re.S
+    )
+    assert source is not None and console is not None
+    (tmp_path / "example.py").write_text(source.group(1))
+    monkeypatch.chdir(tmp_path)
+    assert main(["--statistics", "example.py"]) == int(console.group(2))
+    assert capsys.readouterr().out == console.group(1)
+
+
+def test_readme_lint_excerpt_is_the_lint_pages_output() -> None:
+    """The README's shortened lint output is the start of the lint page's full output."""
+    readme = (ROOT / "README.md").read_text()
+    command = r"\$ patchscope lint --statistics example.py\n"
+    excerpt = re.search(command + r"(.*?)\.\.\.\n", readme, re.S)
+    full = re.search(command + r"(.*?)\$ echo", _page("lint.md"), re.S)
+    assert excerpt is not None and full is not None
+    assert full.group(1).startswith(excerpt.group(1))
+
+
+def _torch_all() -> list[str]:
+    # Read patchscope.torch's __all__ without importing torch.
+    tree = ast.parse((ROOT / "patchscope" / "torch" / "__init__.py").read_text())
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", None) == "__all__":
+            return list(ast.literal_eval(node.value))
+    raise AssertionError("patchscope/torch/__init__.py has no __all__")
+
+
+@pytest.mark.parametrize(
+    ("module", "names", "page"),
+    [
+        ("patchscope", patchscope.__all__, "api/patchscope.md"),
+        ("patchscope.torch", _torch_all(), "api/torch.md"),
+        ("patchscope.testing", patchscope.testing.__all__, "api/testing.md"),
+        ("patchscope.lint", patchscope.lint.__all__, "api/lint.md"),
+    ],
+    ids=["patchscope", "torch", "testing", "lint"],
+)
+def test_api_reference_documents_every_public_name(
+    module: str, names: list[str], page: str
+) -> None:
+    """Every name in a public module's __all__ has an entry in the API reference."""
+    text = _page(page)
+    missing = [name for name in names if not re.search(rf":: {re.escape(module)}\.{name}\b", text)]
+    assert missing == []
+
+
+def test_plugin_page_documents_every_option_fixture_and_marker() -> None:
+    """The plugin's command-line option, ini settings, fixtures and marker are on its page."""
+    text = _page("api/pytest-plugin.md")
+    plugin = (ROOT / "patchscope" / "pytest_plugin.py").read_text()
+    options = re.findall(r'addoption\(\s*"(--[\w-]+)"', plugin)
+    inis = re.findall(r'addini\(\s*"(\w+)"', plugin)
+    fixtures = re.findall(r"@pytest\.fixture(?:\(.*?\))?\ndef (\w+)\(", plugin)
+    assert options and inis and fixtures
+    missing = [f"`{n}" for n in [*options, *inis, *fixtures] if f"`{n}" not in text]
+    assert missing == []
+    assert "@pytest.mark.patchscope(leaks=" in text
+
+
+def test_lint_page_documents_every_rule_and_setting() -> None:
+    """Every code the lint reports and every configuration key has a row on the lint page."""
+    text = _page("lint.md")
+    assert [code for code in SUMMARIES if f"| {code} |" not in text] == []
+    assert [key for key in KEYS if f"| `{key}` |" not in text] == []
