@@ -7,10 +7,13 @@ and ``active()`` lists what is live. Every public object here is thread-safe;
 see each docstring for its contract. ``import patchscope`` imports neither
 torch nor pytest nor hypothesis.
 
-``ACCELERATED`` is true when the optional C accelerator is in use (it is
-built by ``pip install`` where a C compiler is available, on CPython 3.10 to
-3.15 with the GIL, and ``PATCHSCOPE_PURE_PYTHON=1`` turns it off); the
-behaviour is the same either way.
+``ACCELERATED`` is true when the optional C accelerator is in use and false
+when the pure-Python twins run; the behaviour is the same either way. The
+accelerator is in the platform wheels and is built by ``pip install`` from
+source where a C compiler is available, on CPython 3.10 to 3.15 with the GIL;
+a build without it warns once and gives a ``py3-none-any`` wheel, and
+``PATCHSCOPE_PURE_PYTHON=1`` turns it off at run time. It is decided once, at
+import, and is a constant: reading it is safe from any thread.
 """
 
 from ._accel import ACCELERATED

@@ -3,7 +3,7 @@
 ``patchscope._speedups`` is an optional C extension (``pip install`` builds it
 where a C compiler and the Python headers are available). It holds C twins of
 a small, named set of the package's types and functions, each with the
-signature of its Python twin; the list is in ``_c/speedups.h``. The
+signature of its Python twin; the list is in ``patchscope/_c/speedups.h``. The
 Python twins are the reference: they are what runs when the extension is
 absent or ``PATCHSCOPE_PURE_PYTHON=1`` is set, and the test suite runs in full
 against both. Every module that has a twin picks it here and nowhere else.
@@ -27,5 +27,9 @@ def _load() -> Any:
 
 #: The C extension module when it is in use, else None.
 speedups: Any = _load()
-#: Whether the C accelerator is in use.
+#: True when the C accelerator is in use, False when the Python twins run:
+#: the extension was not built (a py3-none-any wheel, a build without a C
+#: compiler, an interpreter it does not support) or PATCHSCOPE_PURE_PYTHON=1
+#: was set. Behaviour is the same either way. Decided once, at import; a
+#: constant, safe to read from any thread.
 ACCELERATED = speedups is not None
