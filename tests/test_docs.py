@@ -17,6 +17,8 @@ from patchscope.lint._rules import SUMMARIES
 
 ROOT = Path(__file__).parent.parent
 DOCS = ROOT / "docs"
+# The package under test, which need not be the checkout's (an installed wheel).
+PACKAGE = Path(patchscope.__file__).parent
 
 
 def _page(name: str) -> str:
@@ -51,7 +53,7 @@ def test_readme_lint_excerpt_is_the_lint_pages_output() -> None:
 
 def _torch_all() -> list[str]:
     # Read patchscope.torch's __all__ without importing torch.
-    tree = ast.parse((ROOT / "patchscope" / "torch" / "__init__.py").read_text())
+    tree = ast.parse((PACKAGE / "torch" / "__init__.py").read_text())
     for node in tree.body:
         if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", None) == "__all__":
             return list(ast.literal_eval(node.value))
@@ -80,7 +82,7 @@ def test_api_reference_documents_every_public_name(
 def test_plugin_page_documents_every_option_fixture_and_marker() -> None:
     """The plugin's command-line option, ini settings, fixtures and marker are on its page."""
     text = _page("api/pytest-plugin.md")
-    plugin = (ROOT / "patchscope" / "pytest_plugin.py").read_text()
+    plugin = (PACKAGE / "pytest_plugin.py").read_text()
     options = re.findall(r'addoption\(\s*"(--[\w-]+)"', plugin)
     inis = re.findall(r'addini\(\s*"(\w+)"', plugin)
     fixtures = re.findall(r"@pytest\.fixture(?:\(.*?\))?\ndef (\w+)\(", plugin)
