@@ -81,10 +81,7 @@ def device_namespace(
     backend without streams of its own (MPS) gets the host streams with its
     own events. ``Event``, ``Stream`` and ``StreamContext`` are redirected at
     construction, so ``from torch.cuda import Stream`` is reached too; the
-    functions are rebound by name on ``torch.cuda``, and so is ``Stream``
-    (``torch.cuda.Stream`` is the device's stream class in the scope, so
-    ``isinstance(s, torch.cuda.Stream)`` holds for the streams it makes, and
-    ``torch.compile`` creates them without a graph break). ``ExternalStream`` is
+    functions are rebound by name on ``torch.cuda``. ``ExternalStream`` is
     redirected only to a backend that has external streams. A backend
     without one of the functions (XPU's ``default_stream``) gets one that
     raises NotImplementedError.
@@ -157,10 +154,6 @@ def _namespace_redirect(
         redirect_construction(_CUDA_EVENT, event_class, scope=scope),
         *(redirect_construction(cuda, own, scope=scope) for cuda, own in classes.items()),
         *(redirect_attr(torch.cuda, name, functions[name], scope=scope) for name in _FUNCTIONS),
-        # The name too: Dynamo reads ``torch.cuda.Stream`` and models a call
-        # of the device's stream class (a torch.Stream) without a graph break,
-        # where a call of CUDA's class returning a host stream breaks it.
-        redirect_attr(torch.cuda, "Stream", classes[_CUDA_STREAM], scope=scope),
         *(
             _dynamo_redirects(
                 dynamo_interface,
