@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import warnings
 from typing import Any
 
 
@@ -21,7 +22,21 @@ def _load() -> Any:
         return None
     try:
         return importlib.import_module("patchscope._speedups")
-    except ImportError:  # not built: the Python twins serve
+    except ModuleNotFoundError as exc:
+        if exc.name != "patchscope._speedups":
+            raise  # something the package itself needs is missing
+        return None  # not built: the Python twins serve
+    except ImportError as exc:
+        # Built, but it does not load (another interpreter's build, a damaged
+        # file): run the same code in pure Python, and say so.
+        warnings.warn(
+            f"patchscope: the C accelerator patchscope._speedups is installed but does not "
+            f"load ({exc}); running in pure Python, which behaves the same but is slower. "
+            "Reinstall patchscope for this interpreter, or set PATCHSCOPE_PURE_PYTHON=1 "
+            "to silence this.",
+            RuntimeWarning,
+            stacklevel=2,
+        )
         return None
 
 

@@ -60,6 +60,32 @@ def test_pure_python_switch_selects_the_python_twins() -> None:
     assert out.stdout.split() == ["False", "True", "True"]
 
 
+def test_an_accelerator_that_does_not_load_warns_and_python_runs() -> None:
+    """A built extension that fails to import gives one RuntimeWarning and the Python twins."""
+    code = (
+        "import sys, warnings, importlib.abc\n"
+        "class Broken(importlib.abc.MetaPathFinder):\n"
+        "    def find_spec(self, name, path, target=None):\n"
+        "        if name == 'patchscope._speedups':\n"
+        "            raise ImportError('undefined symbol: PyFoo')\n"
+        "sys.meta_path.insert(0, Broken())\n"
+        "with warnings.catch_warnings(record=True) as caught:\n"
+        "    warnings.simplefilter('always')\n"
+        "    import patchscope, patchscope._entry as e\n"
+        "print(patchscope.ACCELERATED, e.Entry is e._PyEntry)\n"
+        "print([str(w.message) for w in caught if w.category is RuntimeWarning])\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "PATCHSCOPE_PURE_PYTHON"}
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == 0, out.stderr
+    flags, messages = out.stdout.splitlines()
+    assert flags.split() == ["False", "True"]
+    assert "undefined symbol: PyFoo" in messages and "running in pure Python" in messages
+    assert messages.count("patchscope._speedups") == 1
+
+
 class _Built:
     """A class whose constructions are redirected."""
 
