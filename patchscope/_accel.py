@@ -44,7 +44,8 @@ def _load() -> Any:
 speedups: Any = _load()
 #: True when the C accelerator is in use, False when the Python twins run:
 #: the extension was not built (a py3-none-any wheel, a build without a C
-#: compiler, an interpreter it does not support) or PATCHSCOPE_PURE_PYTHON=1
-#: was set. Behaviour is the same either way. Decided once, at import; a
-#: constant, safe to read from any thread.
+#: compiler, an interpreter it does not support), is installed but does not
+#: load (a RuntimeWarning says why), or PATCHSCOPE_PURE_PYTHON=1 was set.
+#: Behaviour is the same either way. Decided once, at import; a constant,
+#: safe to read from any thread.
 ACCELERATED = speedups is not None
