@@ -259,12 +259,18 @@ def _without_device(synchronize: Callable[[], None]) -> Callable[..., None]:
 
 def _missing(device_type: str, name: str) -> Callable[..., Any]:
     """Return a stand-in for ``torch.cuda.<name>`` that says the backend lacks it."""
+    return missing_function(
+        name,
+        f"torch.{device_type} has no {name}(), so device_namespace cannot stand in "
+        f"for torch.cuda.{name} on {device_type!r}",
+    )
+
+
+def missing_function(name: str, message: str) -> Callable[..., Any]:
+    """A function named *name* that raises NotImplementedError(*message*) when called."""
 
     def missing(*args: object, **kwargs: object) -> Any:
-        raise NotImplementedError(
-            f"torch.{device_type} has no {name}(), so device_namespace cannot stand in "
-            f"for torch.cuda.{name} on {device_type!r}"
-        )
+        raise NotImplementedError(message)
 
     missing.__name__ = missing.__qualname__ = name
     return missing

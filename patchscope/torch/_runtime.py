@@ -26,6 +26,8 @@ from typing import Any
 
 import torch
 
+from ._namespace import missing_function
+
 # What transfer_to_device rebinds on torch.cuda, besides device_namespace's names.
 RUNTIME_NAMES = (
     "current_device",
@@ -346,12 +348,8 @@ def _mapped_device_class(device_class: Any, device_type: str) -> type:
 
 def _unsupported(device_type: str, name: str) -> Callable[..., Any]:
     """Return a stand-in for ``torch.cuda.<name>`` that says the backend lacks it."""
-
-    def unsupported(*args: object, **kwargs: object) -> Any:
-        raise NotImplementedError(
-            f"neither torch.{device_type} nor torch.accelerator has {name}(), so "
-            f"transfer_to_device() cannot stand in for torch.cuda.{name} on {device_type!r}"
-        )
-
-    unsupported.__name__ = unsupported.__qualname__ = name
-    return unsupported
+    return missing_function(
+        name,
+        f"neither torch.{device_type} nor torch.accelerator has {name}(), so "
+        f"transfer_to_device() cannot stand in for torch.cuda.{name} on {device_type!r}",
+    )

@@ -80,14 +80,22 @@ def _rank_main(rank: int, store: str, model_class: type, results: Any) -> None:
         dist.destroy_process_group()
 
 
-def _start_ranks(context: Any, target: Any, store: str, *args: Any) -> list[Any]:
-    """Start WORLD_SIZE spawned processes running ``target(rank, store, *args)``."""
+def _start_ranks(tmp_path: Path, target: Any, *args: Any) -> tuple[list[Any], Any]:
+    """Spawn WORLD_SIZE processes running ``target(rank, store, *args, results)``.
+
+    Returns them and the queue they report on; *store* is a rendezvous file
+    under *tmp_path*.
+    """
+    context = multiprocessing.get_context("spawn")
+    results = context.Queue()
+    store = str(tmp_path / "store")
     ranks = [
-        context.Process(target=target, args=(rank, store, *args)) for rank in range(WORLD_SIZE)
+        context.Process(target=target, args=(rank, store, *args, results))
+        for rank in range(WORLD_SIZE)
     ]
     for process in ranks:
         process.start()
-    return ranks
+    return ranks, results
 
 
 def _collect(ranks: list[Any], results: Any) -> list[dict[str, Any]]:
@@ -114,12 +122,9 @@ def test_decorated_model_in_spawned_gloo_job(
 ) -> None:
     """Spawned ranks build the decorated model with device events, all-reduce, leak nothing."""
     monkeypatch.setenv("GLOO_SOCKET_IFNAME", "lo")
-    context = multiprocessing.get_context("spawn")
-    results = context.Queue()
-    store = str(tmp_path / "store")
     # The parent holds a redirect while it spawns: a leak would show up in the ranks.
     with device_events():
-        ranks = _start_ranks(context, _rank_main, store, TinyModel, results)
+        ranks, results = _start_ranks(tmp_path, _rank_main, TinyModel)
     for report in _collect(ranks, results):
         assert report["same_class"]
         assert report["event"] == device_event_class().__name__
@@ -175,10 +180,7 @@ def test_cuda_written_ddp_and_fsdp_job_runs_on_gloo(
 ) -> None:
     """Two spawned ranks with nccl, DDP device_ids and FSDP device_id run on gloo on the CPU."""
     monkeypatch.setenv("GLOO_SOCKET_IFNAME", "lo")
-    context = multiprocessing.get_context("spawn")
-    results = context.Queue()
-    store = str(tmp_path / "store")
-    ranks = _start_ranks(context, _transfer_rank_main, store, results)
+    ranks, results = _start_ranks(tmp_path, _transfer_rank_main)
     for report in _collect(ranks, results):
         assert report["backend"] == "gloo"
         assert report["device"] == report["fsdp"] == "cpu"
