@@ -80,6 +80,20 @@ def _rank_main(rank: int, store: str, model_class: type, results: Any) -> None:
         dist.destroy_process_group()
 
 
+def _rank_process(target: Any, rank: int, store: str, *args: Any) -> None:
+    """Run ``target(rank, store, *args)`` in a rank, then leave once its reports are sent.
+
+    Without the interpreter's finalization: torch's gloo threads now and then
+    abort it (SIGABRT, "terminate called without an active exception"), with
+    or without patchscope. An exception still ends the rank as usual.
+    """
+    target(rank, store, *args)
+    results = args[-1]
+    results.close()
+    results.join_thread()
+    os._exit(0)
+
+
 def _start_ranks(tmp_path: Path, target: Any, *args: Any) -> tuple[list[Any], Any]:
     """Spawn WORLD_SIZE processes running ``target(rank, store, *args, results)``.
 
@@ -90,7 +104,7 @@ def _start_ranks(tmp_path: Path, target: Any, *args: Any) -> tuple[list[Any], An
     results = context.Queue()
     store = str(tmp_path / "store")
     ranks = [
-        context.Process(target=target, args=(rank, store, *args, results))
+        context.Process(target=_rank_process, args=(target, rank, store, *args, results))
         for rank in range(WORLD_SIZE)
     ]
     for process in ranks:
