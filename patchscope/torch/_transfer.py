@@ -29,6 +29,7 @@ from torch.overrides import TorchFunctionMode
 from patchscope import Redirect, combine, redirect_attr
 from patchscope._redirect import deferred
 
+from . import _host
 from ._detect import device_type_of
 from ._events import event_class_of
 from ._namespace import Scope, _check, _dynamo_cuda_interface, _namespace_redirect
@@ -401,10 +402,27 @@ def _pin_memory(mode: _DeviceMode, args: tuple[Any, ...], kwargs: dict[str, Any]
     return torch.Tensor.pin_memory(*args, **kwargs)
 
 
+def _record_stream(mode: _DeviceMode, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """``Tensor.record_stream(stream)``: nothing to record for host tensors or host streams.
+
+    Only a device's caching allocator tracks streams, and torch has no CPU
+    kernel for it (even ``torch.Stream("cpu")`` is refused). Host work runs
+    in program order, so no host tensor's memory is reused while a stream
+    still reads it. A device tensor and one of the device's own streams
+    reach torch.
+    """
+    tensor = args[0]
+    stream = args[1] if len(args) > 1 else kwargs.get("s")
+    if tensor.device.type == "cpu" or _host._is_host_stream(stream):
+        return None
+    return torch.Tensor.record_stream(*args, **kwargs)
+
+
 _SPECIAL: dict[Any, Callable[[_DeviceMode, tuple[Any, ...], dict[str, Any]], Any]] = {
     torch.Tensor.to: _to,
     torch.Tensor.cuda: _cuda,
     torch.Tensor.pin_memory: _pin_memory,
+    torch.Tensor.record_stream: _record_stream,
 }
 
 

@@ -15,7 +15,13 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import patchscope  # noqa: E402
-from patchscope.torch import HostEvent, HostStream, device_events, device_namespace  # noqa: E402
+from patchscope.torch import (  # noqa: E402
+    HostEvent,
+    HostStream,
+    device_events,
+    device_namespace,
+    transfer_to_device,
+)
 
 needs_no_cuda = pytest.mark.skipif(
     torch.cuda._is_compiled(), reason="needs a torch whose torch.cuda API cannot run"
@@ -104,4 +110,77 @@ def test_megatron_offload_groups_construct() -> None:
     assert isinstance(manager._d2h_stream, HostStream)
     assert isinstance(manager._h2d_stream, HostStream)
     assert {cls: vars(cls)["__init__"] for cls in own} == own
+    assert patchscope.active() == ()
+
+
+# torchtnt 0.2.4 imports pkg_resources, which warns that it is deprecated.
+_TORCHTNT_IMPORT = pytest.mark.filterwarnings("ignore:pkg_resources is deprecated:UserWarning")
+
+
+def _mse(module: Any, inputs: Any, targets: Any) -> float:
+    with torch.no_grad():
+        return float(torch.nn.functional.mse_loss(module(inputs), targets))
+
+
+@_TORCHTNT_IMPORT
+def test_torchtnt_auto_unit_trains_with_its_prefetch_stream() -> None:
+    """torchtnt's AutoUnit on ``torch.device("cuda")``: prefetch stream, record_stream, autocast.
+
+    With a CUDA device it moves the module there, copies each batch on a
+    ``torch.cuda.Stream()`` inside ``torch.cuda.stream(...)``, makes the
+    current stream wait for it, and calls ``tensor.record_stream`` on the
+    batch; with ``precision="bf16"`` it trains under ``torch.autocast("cuda")``.
+    """
+    auto_unit = pytest.importorskip("torchtnt.framework.auto_unit")
+    train = pytest.importorskip("torchtnt.framework.train").train
+
+    class Regression(auto_unit.AutoUnit):  # type: ignore[misc]
+        def compute_loss(self, state: Any, data: Any) -> Any:
+            inputs, targets = data
+            outputs = self.module(inputs)
+            return torch.nn.functional.mse_loss(outputs.float(), targets), outputs
+
+        def configure_optimizers_and_lr_scheduler(self, module: Any) -> Any:
+            return torch.optim.SGD(module.parameters(), lr=0.1), None
+
+    generator = torch.Generator().manual_seed(0)
+    inputs = torch.randn(64, 8, generator=generator)
+    targets = inputs @ torch.randn(8, 1, generator=generator)
+    batches = [(inputs[i : i + 8], targets[i : i + 8]) for i in range(0, 64, 8)]
+    cuda = torch.device("cuda")
+    with pytest.raises((RuntimeError, AssertionError)):
+        Regression(module=torch.nn.Linear(8, 1), device=cuda)
+
+    for precision in (None, "bf16"):
+        with transfer_to_device():
+            unit = Regression(module=torch.nn.Linear(8, 1), device=cuda, precision=precision)
+            assert isinstance(unit._prefetch_stream, HostStream)
+
+            before = _mse(unit.module, inputs, targets)
+            train(unit, batches, max_epochs=5)
+            after = _mse(unit.module, inputs, targets)
+        assert after < before / 10, (precision, before, after)
+        assert next(unit.module.parameters()).device == torch.device("cpu")
+        assert patchscope.active() == ()
+
+
+@_TORCHTNT_IMPORT
+def test_torchtnt_cuda_data_prefetcher_and_synchronizing_timer() -> None:
+    """torchtnt's CudaDataPrefetcher (events on a side stream) and Timer(cuda_sync=True)."""
+    prefetcher = pytest.importorskip("torchtnt.utils.data.data_prefetcher")
+    timer = pytest.importorskip("torchtnt.utils.timer")
+    batches = [(torch.full((4, 3), float(i)), torch.arange(4) + i) for i in range(5)]
+    with pytest.raises(ValueError, match="CUDA must be available"):
+        timer.Timer(cuda_sync=True)
+
+    with transfer_to_device():
+        fetched = list(prefetcher.CudaDataPrefetcher(batches, torch.device("cuda"), 2))
+        clock = timer.Timer(cuda_sync=True)
+        with clock.time("step"):
+            torch.randn(16, 16) @ torch.randn(16, 16)
+    assert len(fetched) == len(batches)
+    for (got_x, got_y), (x, y) in zip(fetched, batches, strict=True):
+        assert torch.equal(got_x, x) and torch.equal(got_y, y)
+    assert len(clock.recorded_durations["step"]) == 1
+    assert clock.recorded_durations["step"][0] >= 0.0
     assert patchscope.active() == ()

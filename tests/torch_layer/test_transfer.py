@@ -147,6 +147,22 @@ def test_pin_memory_is_a_no_op_on_the_cpu() -> None:
 
 
 @needs_no_cuda
+def test_record_stream_is_a_no_op_for_host_tensors() -> None:
+    """tensor.record_stream(stream) of a host tensor records nothing, for every host stream.
+
+    torch has no CPU kernel for it, even for its own ``torch.Stream("cpu")``.
+    """
+    with transfer_to_device():
+        tensor = torch.ones(3, device="cuda")
+        for stream in (torch.cuda.current_stream(), torch.cuda.Stream(), torch.Stream("cpu")):
+            assert tensor.record_stream(stream) is None
+            assert tensor.record_stream(s=stream) is None
+        assert torch.equal(tensor, torch.ones(3))
+    with pytest.raises(NotImplementedError, match="record_stream"):
+        torch.ones(3).record_stream(torch.Stream("cpu"))
+
+
+@needs_no_cuda
 def test_outside_the_scope_cuda_fails_as_before() -> None:
     """Before and after the scope, torch.cuda and device="cuda" behave as torch defines."""
     _cuda_fails()
