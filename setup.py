@@ -21,7 +21,14 @@ from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 from setuptools.errors import BaseError, CCompilerError
 
-REQUIRE_ACCELERATOR = os.environ.get("PATCHSCOPE_REQUIRE_ACCELERATOR", "") not in ("", "0")
+# Read as patchscope/_accel.py reads PATCHSCOPE_PURE_PYTHON: these mean off.
+REQUIRE_ACCELERATOR = os.environ.get("PATCHSCOPE_REQUIRE_ACCELERATOR", "").strip().lower() not in {
+    "",
+    "0",
+    "false",
+    "no",
+    "off",
+}
 
 
 def unsupported_interpreter():

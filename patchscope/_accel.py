@@ -16,9 +16,18 @@ import os
 import warnings
 from typing import Any
 
+#: What switches a PATCHSCOPE_* variable off; anything else switches it on.
+#: setup.py reads PATCHSCOPE_REQUIRE_ACCELERATOR the same way.
+_OFF = frozenset({"", "0", "false", "no", "off"})
+
+
+def _flag(name: str) -> bool:
+    """Whether the environment variable *name* is set to something that means on."""
+    return os.environ.get(name, "").strip().lower() not in _OFF
+
 
 def _load() -> Any:
-    if os.environ.get("PATCHSCOPE_PURE_PYTHON", "") not in ("", "0"):
+    if _flag("PATCHSCOPE_PURE_PYTHON"):
         return None
     try:
         return importlib.import_module("patchscope._speedups")

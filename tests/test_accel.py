@@ -32,8 +32,7 @@ ROUNDS = 300
 def test_accelerator_in_use_unless_pure_python_is_asked_for() -> None:
     """ACCELERATED is True exactly when the extension is built and not switched off."""
     built = importlib.util.find_spec("patchscope._speedups") is not None
-    pure = os.environ.get("PATCHSCOPE_PURE_PYTHON", "") not in ("", "0")
-    assert _accel.ACCELERATED is (built and not pure)
+    assert _accel.ACCELERATED is (built and not _accel._flag("PATCHSCOPE_PURE_PYTHON"))
     assert patchscope.ACCELERATED is _accel.ACCELERATED  # the public name
     assert (_accel.speedups is not None) is _accel.ACCELERATED
     if _accel.ACCELERATED:
@@ -46,18 +45,35 @@ def test_accelerator_in_use_unless_pure_python_is_asked_for() -> None:
         assert _handles.ActivationBase is _handles._PyActivationBase
 
 
-def test_pure_python_switch_selects_the_python_twins() -> None:
-    """PATCHSCOPE_PURE_PYTHON=1 in a fresh interpreter gives the Python twins."""
+@pytest.mark.parametrize("value", ["1", "true", "Yes", " on "])
+def test_pure_python_switch_selects_the_python_twins(value: str) -> None:
+    """PATCHSCOPE_PURE_PYTHON=1 (or true, yes, on) in a fresh interpreter gives the Python twins."""
     code = (
         "import patchscope, patchscope._entry as e, patchscope._redirect as r;"
         "print(patchscope.ACCELERATED, r.with_enter is r._py_with_enter, e.Entry is e._PyEntry)"
     )
-    env = {**os.environ, "PATCHSCOPE_PURE_PYTHON": "1"}
+    env = {**os.environ, "PATCHSCOPE_PURE_PYTHON": value}
     out = subprocess.run(
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["False", "True", "True"]
+
+
+@pytest.mark.parametrize("value", ["", "0", "false", "No", "OFF"])
+def test_pure_python_switched_off_leaves_the_accelerator_in_use(value: str) -> None:
+    """PATCHSCOPE_PURE_PYTHON=0 (or false, no, off, empty) keeps the accelerator, if built."""
+    built = importlib.util.find_spec("patchscope._speedups") is not None
+    env = {**os.environ, "PATCHSCOPE_PURE_PYTHON": value}
+    out = subprocess.run(
+        [sys.executable, "-c", "import patchscope; print(patchscope.ACCELERATED)"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == [str(built)]
 
 
 def test_an_accelerator_that_does_not_load_warns_and_python_runs() -> None:
