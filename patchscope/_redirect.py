@@ -223,7 +223,24 @@ def _py_group_activate(group: Any, code: Any, lasti: int) -> Any:
     value = group._value
     if value is None:
         value = tuple(_handle_value(h) for h in handles)
-    return ActivationGroup(handles, value)
+    if all(type(h) is Activation or type(h) is ActivationGroup for h in handles):
+        return ActivationGroup(handles, value)
+    return _OwnHandlesGroup(handles, value)
+
+
+class _OwnHandlesGroup(ActivationGroup):
+    """A group with a part whose handle is its own (a Redirect subclass's ``_activate``).
+
+    Such a handle ends through its own ``stop()``, which the C accelerator's
+    group stop cannot call under the registry lock, so this group always
+    stops its parts one by one, in reverse order, as the Python twin does.
+    """
+
+    __slots__ = ()
+
+    def stop(self) -> None:
+        """End every part (reverse order); harmless if already stopped."""
+        stop_all(self._parts)
 
 
 def _generic_enter(redirect: Any) -> Any:

@@ -181,8 +181,10 @@ class _WeakIdCache:
 #: record goes when the module dies (with its _module_classes entry).
 module_swaps: dict[int, list[Any]] = {}
 
-#: module -> (its private subclass, the ContextVar its slots share)
-_module_classes = _WeakIdCache(lambda key: module_swaps.pop(key, None))
+#: module -> (its private subclass, the ContextVar its slots share). The pop
+#: is bound now: modules die at interpreter exit, after this module's globals
+#: are cleared.
+_module_classes = _WeakIdCache(lambda key, pop=module_swaps.pop: pop(key, None))
 
 
 def _new_var(label: str) -> contextvars.ContextVar[tuple[Any, ...]]:

@@ -368,6 +368,67 @@ def test_combine_values_and_reverse_exit() -> None:
     assert (mod.a, mod.b) == (1, 2)
 
 
+class _OwnHandle:
+    """A handle that ends through its own stop(), as a Redirect subclass may return."""
+
+    def __init__(self, inner: object, log: list[str], label: str) -> None:
+        self._inner, self._log, self._label = inner, log, label
+        self.value = label
+        self.activations = inner.activations  # type: ignore[attr-defined]
+        self.thread_id = threading.get_ident()
+        self._pushed, self._frame, self._live = False, None, True
+
+    def stop(self) -> None:
+        if self._live:
+            self._live = False
+            self._log.append(f"stop {self._label}")
+        self._inner.stop()  # type: ignore[attr-defined]
+
+
+class _OwnHandleRedirect(patchscope.Redirect):
+    """A Redirect whose activation wraps another's handle in one of its own."""
+
+    __slots__ = ("__weakref__", "_handles", "_inner", "_label", "_log")
+
+    def __init__(self, inner: patchscope.Redirect, log: list[str], label: str) -> None:
+        self._inner, self._log, self._label = inner, log, label
+        self._handles: list[object] = []
+
+    def _args(self) -> tuple[object, ...]:
+        return (self._inner, self._log, self._label)
+
+    def _activate(self, code: object, lasti: int) -> _OwnHandle:
+        return _OwnHandle(self._inner._activate(code, lasti), self._log, self._label)  # type: ignore[attr-defined]
+
+
+def test_combine_ends_parts_with_handles_of_their_own() -> None:
+    """A part whose handle is its own ends through its stop(), in every form, nested too."""
+    mod = types.ModuleType("m")
+    mod.a, mod.b, mod.c = 1, 2, 3
+    log: list[str] = []
+    own = _OwnHandleRedirect(redirect_attr(mod, "b", 20, scope="context"), log, "own")
+    makers = [
+        lambda: combine(own),
+        lambda: combine(redirect_attr(mod, "a", 10), own, redirect_attr(mod, "c", 30)),
+        lambda: combine(combine(own), redirect_attr(mod, "c", 30)),
+    ]
+    for make in makers:
+        with make():
+            assert mod.b == 20 and len(patchscope.active()) >= 1
+        handle = make().start()
+        assert mod.b == 20
+        handle.stop()
+        handle.stop()
+
+        @make()
+        def read() -> int:
+            return int(mod.b)
+
+        assert read() == 20
+        assert (mod.a, mod.b, mod.c) == (1, 2, 3) and patchscope.active() == ()
+    assert log == ["stop own"] * 9
+
+
 def test_combine_rejects_non_redirects() -> None:
     """combine() names what it was given."""
     with pytest.raises(TypeError, match="int"):

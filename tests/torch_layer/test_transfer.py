@@ -19,6 +19,7 @@ from patchscope.torch import (  # noqa: E402
     HostEvent,
     HostStream,
     _transfer,
+    device_events,
     device_namespace,
     transfer_to_device,
 )
@@ -160,6 +161,24 @@ def test_record_stream_is_a_no_op_for_host_tensors() -> None:
         assert torch.equal(tensor, torch.ones(3))
     with pytest.raises(NotImplementedError, match="record_stream"):
         torch.ones(3).record_stream(torch.Stream("cpu"))
+
+
+@needs_no_cuda
+def test_combined_with_other_redirects_it_ends_in_full() -> None:
+    """combine(transfer_to_device(), ...) as with, start/stop and decorator leaves nothing."""
+    for make in (
+        lambda: patchscope.combine(transfer_to_device()),
+        lambda: patchscope.combine(device_events(), transfer_to_device()),
+    ):
+        with make():
+            assert torch.cuda.is_available() and torch.ones(1, device="cuda").device == CPU
+        handle = make().start()
+        handle.stop()
+        handle.stop()
+        decorated = make()(lambda: torch.ones(1, device="cuda").device)
+        assert decorated() == CPU
+        assert patchscope.active() == ()
+        _cuda_fails()
 
 
 @needs_no_cuda
