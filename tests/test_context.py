@@ -159,6 +159,18 @@ def test_warm_loop_sees_the_replacement_every_time() -> None:
     assert [m.X for _ in range(5)] == ["orig"] * 5
 
 
+def test_the_modules_own_functions_read_their_globals_unredirected() -> None:
+    """Reads through the module see a context redirect; the module's globals keep the original."""
+    mod = types.ModuleType("helpers")
+    exec("def helper():\n    return 'original'\ndef caller():\n    return helper()\n", vars(mod))
+    with redirect_attr(mod, "helper", lambda: "replacement", scope="context"):
+        assert mod.helper() == "replacement"
+        assert mod.caller() == "original"
+    with redirect_attr(mod, "helper", lambda: "replacement", scope="process"):
+        assert mod.caller() == "replacement"
+    assert mod.caller() == "original" and patchscope.active() == ()
+
+
 def test_module_getattr_runs_once_per_miss_while_a_slot_is_live() -> None:
     """PEP 562: a module ``__getattr__`` answers missing names exactly once per read."""
     m = types.ModuleType("m")

@@ -70,7 +70,9 @@ def transfer_to_device(
       host memory, capability ``(0, 0)``);
     * ``torch.autocast("cuda")``, ``torch.amp.autocast(device_type="cuda")``,
       ``torch.cuda.amp.autocast``, ``torch.amp.GradScaler("cuda")`` and
-      ``torch.cuda.amp.GradScaler`` act for ``device``;
+      ``torch.cuda.amp.GradScaler`` act for ``device``, and
+      ``torch.is_autocast_enabled``, ``torch.get_autocast_dtype`` and
+      ``torch.get_autocast_gpu_dtype`` answer "cuda" (or no device) for it;
     * ``torch.distributed.init_process_group(backend="nccl")`` uses the
       device's backend (gloo on the CPU), ``DistributedDataParallel`` takes
       CUDA-style ``device_ids``/``output_device``, and FSDP (when the program
@@ -136,6 +138,10 @@ def _transfer_redirect(
         namespace,
         redirect_attr(torch, "Generator", _generator_class(device_type), scope=scope),
         redirect_attr(torch, "load", _load_onto(device_type), scope=scope),
+        *(
+            redirect_attr(torch, name, function, scope=scope)
+            for name, function in _autocast_queries(device_type).items()
+        ),
         *(redirect_attr(torch.cuda, name, functions[name], scope=scope) for name in RUNTIME_NAMES),
         *(
             redirect_attr(
@@ -448,6 +454,43 @@ def _autocast_init(init: Callable[..., None], target: str) -> Callable[..., None
         )
 
     return __init__
+
+
+# torch's own autocast queries, as defined: a scope rebinds their names on torch.
+_IS_AUTOCAST_ENABLED = torch._C.is_autocast_enabled
+_GET_AUTOCAST_DTYPE = torch._C.get_autocast_dtype
+
+
+@functools.cache
+def _autocast_queries(target: str) -> dict[str, Callable[..., Any]]:
+    """torch's autocast queries, where "cuda" (or no device: the GPU's) names ``target``.
+
+    ``torch.autocast("cuda")`` acts for ``target`` in the scope, so these say
+    what that autocast set: ``torch.amp.custom_fwd(device_type="cuda",
+    cast_inputs=...)`` reads them to decide whether to cast.
+    """
+
+    def device(device_type: str) -> str:
+        return target if device_type == "cuda" else device_type
+
+    def is_autocast_enabled(*device_type: str) -> bool:
+        return bool(_IS_AUTOCAST_ENABLED(device(*device_type) if device_type else target))
+
+    def get_autocast_dtype(device_type: str) -> torch.dtype:
+        return _GET_AUTOCAST_DTYPE(device(device_type))
+
+    def get_autocast_gpu_dtype() -> torch.dtype:
+        return _GET_AUTOCAST_DTYPE(target)
+
+    functions: dict[str, Callable[..., Any]] = {
+        "is_autocast_enabled": is_autocast_enabled,
+        "get_autocast_dtype": get_autocast_dtype,
+        "get_autocast_gpu_dtype": get_autocast_gpu_dtype,
+    }
+    for name, function in functions.items():
+        function.__doc__ = getattr(torch, name).__doc__
+        function.__module__ = "torch"
+    return functions
 
 
 def _scaler_init(init: Callable[..., None], device_type: str) -> Callable[..., None]:

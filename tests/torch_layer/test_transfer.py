@@ -488,6 +488,24 @@ def test_autocast_acts_for_the_cpu() -> None:
     assert (a @ b).dtype == torch.float32
 
 
+def test_autocast_queries_answer_for_the_cpu() -> None:
+    """is_autocast_enabled and get_autocast_dtype of "cuda" (or no device) say what autocast set."""
+    outside = (torch.is_autocast_enabled(), torch.is_autocast_enabled("cuda"))
+    with transfer_to_device():
+        assert torch.is_autocast_enabled() is False
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            assert torch.is_autocast_enabled() is True
+            assert torch.is_autocast_enabled("cuda") is True
+            assert torch.is_autocast_enabled("cpu") is True
+            assert torch.get_autocast_dtype("cuda") == torch.bfloat16
+            assert torch.get_autocast_gpu_dtype() == torch.bfloat16
+        with torch.autocast("cuda", dtype=torch.float16):
+            assert torch.get_autocast_dtype("cuda") == torch.float16
+        assert torch.is_autocast_enabled("cuda") is False
+    assert (torch.is_autocast_enabled(), torch.is_autocast_enabled("cuda")) == outside
+    assert torch.is_autocast_enabled is torch._C.is_autocast_enabled
+
+
 def test_grad_scaler_acts_for_the_cpu() -> None:
     """GradScaler("cuda") and torch.cuda.amp.GradScaler scale and step on the CPU."""
     with transfer_to_device():
