@@ -181,10 +181,17 @@ class _WeakIdCache:
 #: record goes when the module dies (with its _module_classes entry).
 module_swaps: dict[int, list[Any]] = {}
 
-#: module -> (its private subclass, the ContextVar its slots share). The pop
-#: is bound now: modules die at interpreter exit, after this module's globals
-#: are cleared.
-_module_classes = _WeakIdCache(lambda key, pop=module_swaps.pop: pop(key, None))
+
+def _forget_swap(key: int, pop: Callable[[int, None], object] = module_swaps.pop) -> None:
+    """Drop a dead module's record; ``pop`` is bound at definition.
+
+    Modules also die at interpreter exit, after this module's globals are cleared.
+    """
+    pop(key, None)
+
+
+#: module -> (its private subclass, the ContextVar its slots share)
+_module_classes = _WeakIdCache(_forget_swap)
 
 
 def _new_var(label: str) -> contextvars.ContextVar[tuple[Any, ...]]:
