@@ -16,10 +16,11 @@ and restoring RNG state around tracing) calls them.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import platform
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
@@ -39,7 +40,9 @@ RUNTIME_NAMES = (
     "get_device_properties",
     "get_rng_state",
     "get_rng_state_all",
+    "init",
     "initial_seed",
+    "ipc_collect",
     "is_available",
     "is_bf16_supported",
     "manual_seed",
@@ -49,11 +52,19 @@ RUNTIME_NAMES = (
     "memory_allocated",
     "memory_reserved",
     "memory_stats",
+    "memory_summary",
+    "reset_accumulated_memory_stats",
+    "reset_max_memory_allocated",
     "reset_peak_memory_stats",
     "set_device",
+    "set_per_process_memory_fraction",
     "set_rng_state",
     "set_rng_state_all",
 )
+
+#: The ``torch.cuda.nvtx`` annotations: NVIDIA's profiler ranges and marks,
+#: which mean nothing on another device and record nothing there.
+NVTX_NAMES = ("mark", "range", "range_end", "range_pop", "range_push", "range_start")
 
 #: ``get_device_capability()`` on the CPU: no CUDA compute capability, so code
 #: that enables a kernel from ``capability >= (8, 0)`` on keeps the portable path.
@@ -198,6 +209,17 @@ def _host_runtime() -> dict[str, Callable[..., Any]]:
     def memory_stats(device: object = None) -> dict[str, Any]:
         return {}
 
+    def memory_summary(device: object = None, abbreviated: bool = False) -> str:
+        available, total = _host_memory()
+        return (
+            "Host memory: the CPU has no caching allocator, so there are no CUDA "
+            f"memory statistics to report ({available} of {total} bytes available).\n"
+        )
+
+    def set_per_process_memory_fraction(fraction: float, device: object = None) -> None:
+        if not 0 <= fraction <= 1:
+            raise ValueError(f"Invalid fraction value: {fraction}. Allowed range: 0~1")
+
     return {
         "current_device": lambda: 0,
         "device": _host_device,
@@ -208,7 +230,9 @@ def _host_runtime() -> dict[str, Callable[..., Any]]:
         "get_device_properties": _host_properties,
         "get_rng_state": get_rng_state,
         "get_rng_state_all": lambda: [generator.get_state()],
+        "init": lambda: None,
         "initial_seed": generator.initial_seed,
+        "ipc_collect": lambda: None,
         "is_available": lambda: True,
         "is_bf16_supported": lambda including_emulation=True: True,
         "manual_seed": seed,
@@ -218,8 +242,12 @@ def _host_runtime() -> dict[str, Callable[..., Any]]:
         "memory_allocated": _zero,
         "memory_reserved": _zero,
         "memory_stats": memory_stats,
+        "memory_summary": memory_summary,
+        "reset_accumulated_memory_stats": _nothing,
+        "reset_max_memory_allocated": _nothing,
         "reset_peak_memory_stats": _nothing,
         "set_device": _host_set_device,
+        "set_per_process_memory_fraction": set_per_process_memory_fraction,
         "set_rng_state": set_rng_state,
         "set_rng_state_all": set_rng_state_all,
     }
@@ -247,6 +275,9 @@ _TAKES_DEVICE = frozenset(
         "memory_allocated",
         "memory_reserved",
         "memory_stats",
+        "memory_summary",
+        "reset_accumulated_memory_stats",
+        "reset_max_memory_allocated",
         "reset_peak_memory_stats",
         "set_device",
     }
@@ -353,3 +384,25 @@ def _unsupported(device_type: str, name: str) -> Callable[..., Any]:
         f"neither torch.{device_type} nor torch.accelerator has {name}(), so "
         f"transfer_to_device() cannot stand in for torch.cuda.{name} on {device_type!r}",
     )
+
+
+@contextlib.contextmanager
+def _no_range(msg: str, *args: Any, **kwargs: Any) -> Iterator[None]:
+    yield
+
+
+@functools.cache
+def nvtx_functions() -> dict[str, Callable[..., Any]]:
+    """What each of :data:`NVTX_NAMES` becomes off CUDA: annotations that record nothing.
+
+    ``range_push``/``range_pop`` return the depth CUDA would report once NVTX
+    is not recording (-1); ``range_start`` returns a handle for ``range_end``.
+    """
+    return {
+        "mark": lambda msg: None,
+        "range": _no_range,
+        "range_end": lambda range_id: None,
+        "range_pop": lambda: -1,
+        "range_push": lambda msg: -1,
+        "range_start": lambda msg: 0,
+    }

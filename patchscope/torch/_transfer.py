@@ -33,7 +33,7 @@ from . import _host
 from ._detect import device_type_of
 from ._events import event_class_of
 from ._namespace import Scope, _check, _dynamo_cuda_interface, _namespace_redirect
-from ._runtime import RUNTIME_NAMES, device_mapper, runtime_functions
+from ._runtime import NVTX_NAMES, RUNTIME_NAMES, device_mapper, nvtx_functions, runtime_functions
 
 _push_mode = torch._C._push_on_torch_function_stack
 _pop_mode = torch._C._pop_torch_function_stack
@@ -64,10 +64,11 @@ def transfer_to_device(
     * ``torch.cuda``'s runtime queries (``is_available``, ``device_count``,
       ``current_device``, ``set_device``, ``device``, ``get_device_name``,
       ``get_device_properties``, ``get_device_capability``,
-      ``is_bf16_supported``, the memory queries, ``manual_seed[_all]``)
-      answer for ``device``, and so do the RNG-state functions; on the CPU
-      with the stand-ins the ``patchscope.torch`` guide lists (one device,
-      host memory, capability ``(0, 0)``);
+      ``is_bf16_supported``, the memory queries and resets, ``init``,
+      ``ipc_collect``, ``manual_seed[_all]``) answer for ``device``, and so do
+      the RNG-state functions; on the CPU with the stand-ins the
+      ``patchscope.torch`` guide lists (one device, host memory, capability
+      ``(0, 0)``); ``torch.cuda.nvtx``'s ranges and marks record nothing;
     * ``torch.autocast("cuda")``, ``torch.amp.autocast(device_type="cuda")``,
       ``torch.cuda.amp.autocast``, ``torch.amp.GradScaler("cuda")`` and
       ``torch.cuda.amp.GradScaler`` act for ``device``, and
@@ -143,6 +144,10 @@ def _transfer_redirect(
             for name, function in _autocast_queries(device_type).items()
         ),
         *(redirect_attr(torch.cuda, name, functions[name], scope=scope) for name in RUNTIME_NAMES),
+        *(
+            redirect_attr(torch.cuda.nvtx, name, nvtx_functions()[name], scope=scope)
+            for name in NVTX_NAMES
+        ),
         *(
             redirect_attr(
                 owner, "__init__", wrap(vars(owner)["__init__"], device_type), scope=scope

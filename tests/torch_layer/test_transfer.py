@@ -224,6 +224,30 @@ def test_runtime_queries_answer_for_the_host() -> None:
         assert torch.cuda.memory_stats() == {}
         torch.cuda.reset_peak_memory_stats()
         torch.cuda.empty_cache()
+        assert "no caching allocator" in torch.cuda.memory_summary(0, abbreviated=True)
+        torch.cuda.reset_max_memory_allocated()
+        torch.cuda.reset_accumulated_memory_stats("cuda:0")
+        torch.cuda.set_per_process_memory_fraction(0.5)
+        with pytest.raises(ValueError, match="fraction"):
+            torch.cuda.set_per_process_memory_fraction(1.5)
+        torch.cuda.init()
+        torch.cuda.ipc_collect()
+
+
+@needs_no_cuda
+def test_nvtx_ranges_and_marks_record_nothing() -> None:
+    """torch.cuda.nvtx's ranges and marks run and record nothing; outside they raise again."""
+    with pytest.raises(RuntimeError):
+        torch.cuda.nvtx.range_push("step")
+    with transfer_to_device():
+        assert torch.cuda.nvtx.range_push("step") == -1
+        assert torch.cuda.nvtx.range_pop() == -1
+        torch.cuda.nvtx.range_end(torch.cuda.nvtx.range_start("span"))
+        torch.cuda.nvtx.mark("here")
+        with torch.cuda.nvtx.range("forward {}", 1):
+            pass
+    with pytest.raises(RuntimeError):
+        torch.cuda.nvtx.mark("here")
 
 
 def test_manual_seed_seeds_the_cpu_generator() -> None:
