@@ -396,6 +396,16 @@ def _to(mode: _DeviceMode, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any
     return torch.Tensor.to(*args, **kwargs)
 
 
+def _parse_to(mode: _DeviceMode, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """``Module.to``'s argument parser: the device may come first, as in ``module.to(0)``."""
+    if args and isinstance(args[0], (str, torch.device, int)):
+        args = (mode._map(args[0]), *args[1:])
+    device = kwargs.get("device")
+    if device is not None:
+        kwargs = {**kwargs, "device": mode._map(device)}
+    return torch._C._nn._parse_to(*args, **kwargs)
+
+
 def _cuda(mode: _DeviceMode, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """``Tensor.cuda(device=None, non_blocking=False, memory_format=...)``: a ``to`` the device."""
     tensor, *rest = args
@@ -434,6 +444,7 @@ _SPECIAL: dict[Any, Callable[[_DeviceMode, tuple[Any, ...], dict[str, Any]], Any
     torch.Tensor.cuda: _cuda,
     torch.Tensor.pin_memory: _pin_memory,
     torch.Tensor.record_stream: _record_stream,
+    torch._C._nn._parse_to: _parse_to,
 }
 
 

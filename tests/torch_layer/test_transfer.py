@@ -93,6 +93,11 @@ def test_device_arguments_reach_the_cpu() -> None:
             assert torch.zeros(2).new_zeros(3, device=spec).device == CPU
             assert torch.zeros(2).cuda(spec).device == CPU
             assert torch.tensor([1.0], device=spec).device == CPU
+            module = torch.nn.Linear(2, 2)
+            assert module.to(spec).weight.device == CPU
+            assert module.to(spec, torch.float64).weight.dtype == torch.float64
+            assert module.to(device=spec).weight.device == CPU
+            assert module.cuda(spec).weight.device == CPU
         assert torch.zeros(2).cuda().device == CPU
         assert torch.zeros(2).cuda(non_blocking=True).device == CPU
         model = torch.nn.Linear(2, 2, device="cuda").cuda().to("cuda:0")
