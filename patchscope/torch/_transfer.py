@@ -77,7 +77,8 @@ def transfer_to_device(
     * ``torch.distributed.init_process_group(backend="nccl")`` uses the
       device's backend (gloo on the CPU), ``DistributedDataParallel`` takes
       CUDA-style ``device_ids``/``output_device``, and FSDP (when the program
-      imported it) a CUDA-style ``device_id``.
+      imported it) a CUDA-style ``device_id``; on the CPU ``DataParallel``
+      passes calls through, as without an accelerator.
 
     The device is resolved at each activation; on CUDA nothing is installed
     (``patchscope.active()`` stays empty). ``with transfer_to_device() as
@@ -152,7 +153,7 @@ def _transfer_redirect(
             redirect_attr(
                 owner, "__init__", wrap(vars(owner)["__init__"], device_type), scope=scope
             )
-            for owner, wrap in _init_wrappers(fsdp)
+            for owner, wrap in _init_wrappers(device_type, fsdp)
         ),
     ]
     if torch.distributed.is_available():
@@ -545,6 +546,21 @@ def _ddp_init(init: Callable[..., None], device_type: str) -> Callable[..., None
     return __init__
 
 
+def _data_parallel_init(init: Callable[..., None], device_type: str) -> Callable[..., None]:
+    """DataParallel on the host (only there: on an accelerator torch's own path runs)."""
+
+    @functools.wraps(init)
+    def __init__(self: Any, module: Any, *args: Any, **kwargs: Any) -> None:
+        # What DataParallel does where torch finds no accelerator: it keeps
+        # the module and passes every call through. (Inside the scope torch
+        # would find "cuda", since torch.cuda.is_available() says True.)
+        torch.nn.Module.__init__(self)
+        self.module = module
+        self.device_ids = []
+
+    return __init__
+
+
 def _fsdp_init(init: Callable[..., None], device_type: str) -> Callable[..., None]:
     mapped = device_mapper(device_type)
 
@@ -563,7 +579,7 @@ def _fsdp_init(init: Callable[..., None], device_type: str) -> Callable[..., Non
 
 
 def _init_wrappers(
-    fsdp: type | None,
+    device_type: str, fsdp: type | None
 ) -> list[tuple[type, Callable[[Callable[..., None], str], Any]]]:
     """The classes whose ``__init__`` is wrapped, with the wrapper for each."""
     from torch.amp.autocast_mode import autocast
@@ -573,6 +589,8 @@ def _init_wrappers(
         (autocast, _autocast_init),
         (GradScaler, _scaler_init),
     ]
+    if device_type == "cpu":
+        wrappers.append((torch.nn.DataParallel, _data_parallel_init))
     if torch.distributed.is_available():
         from torch.nn.parallel import DistributedDataParallel
 

@@ -593,6 +593,23 @@ def test_ddp_device_ids_name_the_device() -> None:
 
 
 @needs_no_cuda
+def test_data_parallel_passes_calls_through_on_the_cpu() -> None:
+    """nn.DataParallel(model).cuda() keeps the model and calls it, as torch does without CUDA."""
+    model = torch.nn.Linear(2, 3)
+    inputs = torch.ones(4, 2)
+    with transfer_to_device():
+        for wrapped in (
+            torch.nn.DataParallel(model).cuda(),
+            torch.nn.DataParallel(model, device_ids=[0, 1], output_device=0),
+        ):
+            assert wrapped.module is model and wrapped.device_ids == []
+            assert torch.equal(wrapped(inputs.cuda()), model(inputs))
+    assert patchscope.active() == ()
+    # On an accelerator torch's own DataParallel runs.
+    assert torch.nn.DataParallel not in dict(_transfer._init_wrappers("xpu", None))
+
+
+@needs_no_cuda
 def test_a_cuda_default_device_is_reached() -> None:
     """torch.set_default_device("cuda") made outside the scope puts factories on the CPU inside."""
     torch.set_default_device("cuda")
