@@ -78,7 +78,10 @@ def transfer_to_device(
       device's backend (gloo on the CPU), ``DistributedDataParallel`` takes
       CUDA-style ``device_ids``/``output_device``, and FSDP (when the program
       imported it) a CUDA-style ``device_id``; on the CPU ``DataParallel``
-      passes calls through, as without an accelerator.
+      passes calls through, as without an accelerator;
+    * the profiler's CUDA activity (``ProfilerActivity.CUDA``,
+      ``use_device="cuda"``) profiles the device's own activity, or on the
+      CPU and MPS the CPU's only.
 
     The device is resolved at each activation; on CUDA nothing is installed
     (``patchscope.active()`` stays empty). ``with transfer_to_device() as
@@ -561,6 +564,27 @@ def _data_parallel_init(init: Callable[..., None], device_type: str) -> Callable
     return __init__
 
 
+def _profiler_init(init: Callable[..., None], device_type: str) -> Callable[..., None]:
+    """torch.autograd.profiler.profile (under torch.profiler.profile too): CUDA profiling off CUDA.
+
+    ``use_cuda=True``/``use_device="cuda"`` (``ProfilerActivity.CUDA``) profile
+    the device's own activity where torch has one, and nothing more on the
+    host, as torch does without CUDA; torch would otherwise try to record a
+    CUDA event at every operator, since ``torch.cuda.is_available()`` says True.
+    """
+    own = None if device_type in ("cpu", "mps") else device_type
+
+    @functools.wraps(init)
+    def __init__(
+        self: Any, *args: Any, use_cuda: bool = False, use_device: Any = None, **kwargs: Any
+    ) -> None:
+        if use_cuda or use_device == "cuda":
+            use_cuda, use_device = False, own
+        init(self, *args, use_cuda=use_cuda, use_device=use_device, **kwargs)
+
+    return __init__
+
+
 def _fsdp_init(init: Callable[..., None], device_type: str) -> Callable[..., None]:
     mapped = device_mapper(device_type)
 
@@ -589,6 +613,7 @@ def _init_wrappers(
         (autocast, _autocast_init),
         (GradScaler, _scaler_init),
     ]
+    wrappers.append((torch.autograd.profiler.profile, _profiler_init))
     if device_type == "cpu":
         wrappers.append((torch.nn.DataParallel, _data_parallel_init))
     if torch.distributed.is_available():

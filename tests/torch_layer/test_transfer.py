@@ -610,6 +610,28 @@ def test_data_parallel_passes_calls_through_on_the_cpu() -> None:
 
 
 @needs_no_cuda
+def test_cuda_profiling_profiles_the_host_only() -> None:
+    """ProfilerActivity.CUDA / use_device="cuda" record CPU activity only, as torch without CUDA."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with transfer_to_device():
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as kineto:
+            (torch.ones(3, device="cuda") + 1).sum()
+        assert kineto.profiler is not None
+        assert kineto.profiler.kineto_activities == {ProfilerActivity.CPU}
+        assert any(event.key == "aten::add" for event in kineto.key_averages())
+        for options in ({"use_device": "cuda"}, {"use_cuda": True}):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", FutureWarning)  # use_cuda's deprecation
+                legacy = torch.autograd.profiler.profile(**options)  # type: ignore[arg-type]
+            assert legacy.use_device is None and legacy.kineto_activities == {ProfilerActivity.CPU}
+    with pytest.warns(UserWarning, match="CUDA is not available"):
+        plain = torch.autograd.profiler.profile(use_device="cuda")  # what torch does alone
+    assert plain.use_device is None
+    assert patchscope.active() == ()
+
+
+@needs_no_cuda
 def test_a_cuda_default_device_is_reached() -> None:
     """torch.set_default_device("cuda") made outside the scope puts factories on the CPU inside."""
     torch.set_default_device("cuda")
