@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import inspect
 import os
 import platform
 from collections.abc import Callable, Iterator
@@ -217,6 +218,10 @@ def _host_runtime() -> dict[str, Callable[..., Any]]:
         )
 
     def set_per_process_memory_fraction(fraction: float, device: object = None) -> None:
+        # torch.cuda's own checks; then nothing to limit (no caching allocator).
+        _check_host_index(device, "set_per_process_memory_fraction")
+        if not isinstance(fraction, float):
+            raise TypeError("Invalid type for fraction argument, must be `float`")
         if not 0 <= fraction <= 1:
             raise ValueError(f"Invalid fraction value: {fraction}. Allowed range: 0~1")
 
@@ -353,10 +358,16 @@ def runtime_functions(device_type: str) -> dict[str, Callable[..., Any]]:
         function = getattr(module, name, None)
         if function is None:
             function = getattr(accelerator, _ACCELERATOR_NAMES.get(name, name), None)
+        if function is None and name in _SAME_AS:
+            function = getattr(module, _SAME_AS[name], None)
+        if function is None and name in _NOTHING_TO_DO:
+            function = _nothing_to_do
         if function is None:
             function = _unsupported(device_type, name)
         elif name == "device" and isinstance(function, type):
             function = _mapped_device_class(function, device_type)
+        elif name == "set_per_process_memory_fraction":
+            function = _fraction_setter(function, device_type)
         elif name in _TAKES_DEVICE:
             function = _taking_mapped_device(function, device_type)
         functions[name] = function
@@ -364,6 +375,39 @@ def runtime_functions(device_type: str) -> dict[str, Callable[..., Any]]:
     if not hasattr(module, "is_bf16_supported"):
         functions["is_bf16_supported"] = lambda including_emulation=True: True
     return functions
+
+
+# torch.cuda names whose work a backend does under another name.
+_SAME_AS = {"reset_max_memory_allocated": "reset_peak_memory_stats"}
+# torch.cuda names with nothing to do where the backend has no such function:
+# lazy initialisation, and freeing memory shared with other CUDA processes.
+_NOTHING_TO_DO = frozenset({"init", "ipc_collect"})
+
+
+def _nothing_to_do(*args: Any, **kwargs: Any) -> None:
+    return None
+
+
+def _fraction_setter(function: Callable[..., Any], device_type: str) -> Callable[..., Any]:
+    """``set_per_process_memory_fraction(fraction, device=None)`` for a backend's own.
+
+    The device argument is mapped, or dropped where the backend has one device
+    and its function takes none (MPS).
+    """
+    mapped = device_mapper(device_type)
+    try:
+        takes_device = "device" in inspect.signature(function).parameters
+    except (TypeError, ValueError):
+        takes_device = True
+
+    @functools.wraps(function)
+    def set_per_process_memory_fraction(fraction: float, device: Any = None) -> None:
+        if not takes_device or device is None:
+            function(fraction)
+        else:
+            function(fraction, mapped(device))
+
+    return set_per_process_memory_fraction
 
 
 def _mapped_device_class(device_class: Any, device_type: str) -> type:

@@ -73,12 +73,15 @@ def transfer_to_device(
       ``torch.cuda.amp.autocast``, ``torch.amp.GradScaler("cuda")`` and
       ``torch.cuda.amp.GradScaler`` act for ``device``, and
       ``torch.is_autocast_enabled``, ``torch.get_autocast_dtype`` and
-      ``torch.get_autocast_gpu_dtype`` answer "cuda" (or no device) for it;
+      ``torch.get_autocast_gpu_dtype`` answer "cuda" (or no device) for it,
+      and ``torch.amp.custom_fwd(device_type="cuda", cast_inputs=...)``
+      casts the inputs on it (its cast helper is rebound process-wide, and
+      maps "cuda" only where the device mapping acts);
     * ``torch.distributed.init_process_group(backend="nccl")`` uses the
       device's backend (gloo on the CPU), ``DistributedDataParallel`` takes
       CUDA-style ``device_ids``/``output_device``, and FSDP (when the program
-      imported it) a CUDA-style ``device_id``; on the CPU ``DataParallel``
-      passes calls through, as without an accelerator;
+      imported it) a CUDA-style ``device_id``; ``DataParallel`` passes calls
+      through to the model on the one device, as torch does on the CPU;
     * the profiler's CUDA activity (``ProfilerActivity.CUDA``,
       ``use_device="cuda"``) profiles the device's own activity, or on the
       CPU and MPS the CPU's only.
@@ -147,6 +150,8 @@ def _transfer_redirect(
             redirect_attr(torch, name, function, scope=scope)
             for name, function in _autocast_queries(device_type).items()
         ),
+        # Process-wide, and acting only where a mode does: see _amp_cast.
+        redirect_attr(torch.amp.autocast_mode, "_cast", _amp_cast, scope="process"),
         *(redirect_attr(torch.cuda, name, functions[name], scope=scope) for name in RUNTIME_NAMES),
         *(
             redirect_attr(torch.cuda.nvtx, name, nvtx_functions()[name], scope=scope)
@@ -156,7 +161,7 @@ def _transfer_redirect(
             redirect_attr(
                 owner, "__init__", wrap(vars(owner)["__init__"], device_type), scope=scope
             )
-            for owner, wrap in _init_wrappers(device_type, fsdp)
+            for owner, wrap in _init_wrappers(fsdp)
         ),
     ]
     if torch.distributed.is_available():
@@ -476,9 +481,28 @@ def _autocast_init(init: Callable[..., None], target: str) -> Callable[..., None
     return __init__
 
 
-# torch's own autocast queries, as defined: a scope rebinds their names on torch.
+# torch's own autocast queries and custom_fwd's cast, as defined: a scope
+# rebinds their names.
 _IS_AUTOCAST_ENABLED = torch._C.is_autocast_enabled
 _GET_AUTOCAST_DTYPE = torch._C.get_autocast_dtype
+_AMP_CAST = torch.amp.autocast_mode._cast
+
+
+def _amp_cast(value: Any, device_type: str, dtype: torch.dtype) -> Any:
+    """torch.amp's cast of ``custom_fwd(cast_inputs=...)``, with "cuda" naming the device.
+
+    It casts only tensors whose device type is the decorator's, and it is a
+    module-level helper that torch calls by its global name, which only a
+    process-wide redirect reaches. So this stands in for every thread while a
+    scope is live, and maps "cuda" only in a context where a device mode acts
+    (elsewhere it is torch's own cast, unchanged).
+    """
+    if device_type == "cuda":
+        for mode in reversed(_owned.get()):
+            if mode._live:
+                device_type = mode._device_type
+                break
+    return _AMP_CAST(value, device_type, dtype)
 
 
 @functools.cache
@@ -493,8 +517,8 @@ def _autocast_queries(target: str) -> dict[str, Callable[..., Any]]:
     def device(device_type: str) -> str:
         return target if device_type == "cuda" else device_type
 
-    def is_autocast_enabled(*device_type: str) -> bool:
-        return bool(_IS_AUTOCAST_ENABLED(device(*device_type) if device_type else target))
+    def is_autocast_enabled(device_type: str | None = None) -> bool:
+        return bool(_IS_AUTOCAST_ENABLED(target if device_type is None else device(device_type)))
 
     def get_autocast_dtype(device_type: str) -> torch.dtype:
         return _GET_AUTOCAST_DTYPE(device(device_type))
@@ -550,13 +574,23 @@ def _ddp_init(init: Callable[..., None], device_type: str) -> Callable[..., None
 
 
 def _data_parallel_init(init: Callable[..., None], device_type: str) -> Callable[..., None]:
-    """DataParallel on the host (only there: on an accelerator torch's own path runs)."""
+    """DataParallel keeps the module and passes every call through, on the one device.
+
+    That is what torch does on the CPU and MPS. Inside the scope torch would
+    find "cuda" available (``torch.cuda.is_available()`` says True) and take
+    its CUDA path, which expects the parameters on ``cuda:0``; on other
+    accelerators the model then runs on one device instead of being
+    replicated.
+    """
 
     @functools.wraps(init)
-    def __init__(self: Any, module: Any, *args: Any, **kwargs: Any) -> None:
-        # What DataParallel does where torch finds no accelerator: it keeps
-        # the module and passes every call through. (Inside the scope torch
-        # would find "cuda", since torch.cuda.is_available() says True.)
+    def __init__(
+        self: Any,
+        module: Any,
+        device_ids: Any = None,
+        output_device: Any = None,
+        dim: int = 0,
+    ) -> None:
         torch.nn.Module.__init__(self)
         self.module = module
         self.device_ids = []
@@ -603,7 +637,7 @@ def _fsdp_init(init: Callable[..., None], device_type: str) -> Callable[..., Non
 
 
 def _init_wrappers(
-    device_type: str, fsdp: type | None
+    fsdp: type | None,
 ) -> list[tuple[type, Callable[[Callable[..., None], str], Any]]]:
     """The classes whose ``__init__`` is wrapped, with the wrapper for each."""
     from torch.amp.autocast_mode import autocast
@@ -614,8 +648,7 @@ def _init_wrappers(
         (GradScaler, _scaler_init),
     ]
     wrappers.append((torch.autograd.profiler.profile, _profiler_init))
-    if device_type == "cpu":
-        wrappers.append((torch.nn.DataParallel, _data_parallel_init))
+    wrappers.append((torch.nn.DataParallel, _data_parallel_init))
     if torch.distributed.is_available():
         from torch.nn.parallel import DistributedDataParallel
 

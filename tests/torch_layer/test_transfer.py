@@ -5,6 +5,9 @@ code outside the scope fails as torch makes it fail.
 """
 
 import asyncio
+import os
+import subprocess
+import sys
 import warnings
 from collections.abc import Iterator
 from typing import Any
@@ -18,6 +21,7 @@ import patchscope  # noqa: E402
 from patchscope.torch import (  # noqa: E402
     HostEvent,
     HostStream,
+    _runtime,
     _transfer,
     device_events,
     device_namespace,
@@ -233,10 +237,27 @@ def test_runtime_queries_answer_for_the_host() -> None:
         torch.cuda.reset_max_memory_allocated()
         torch.cuda.reset_accumulated_memory_stats("cuda:0")
         torch.cuda.set_per_process_memory_fraction(0.5)
+        torch.cuda.set_per_process_memory_fraction(0.5, "cuda:1")
         with pytest.raises(ValueError, match="fraction"):
             torch.cuda.set_per_process_memory_fraction(1.5)
+        with pytest.raises(TypeError, match="float"):
+            torch.cuda.set_per_process_memory_fraction(1)
+        with pytest.raises(ValueError, match="CUDA device"):
+            torch.cuda.set_per_process_memory_fraction(0.5, "xpu:3")
         torch.cuda.init()
         torch.cuda.ipc_collect()
+
+
+def test_memory_fraction_reaches_a_backends_own_setter() -> None:
+    """The device argument is mapped for a backend that takes one, dropped for MPS's."""
+    calls: list[tuple[Any, ...]] = []
+    _runtime._fraction_setter(lambda fraction: calls.append((fraction,)), "mps")(0.5, 0)
+    xpu = _runtime._fraction_setter(
+        lambda fraction, device=None: calls.append((fraction, device)), "xpu"
+    )
+    xpu(0.25, "cuda:1")
+    xpu(0.75)
+    assert calls == [(0.5,), (0.25, torch.device("xpu", 1)), (0.75, None)]
 
 
 @needs_no_cuda
@@ -525,14 +546,46 @@ def test_autocast_queries_answer_for_the_cpu() -> None:
         with torch.autocast("cuda", dtype=torch.bfloat16):
             assert torch.is_autocast_enabled() is True
             assert torch.is_autocast_enabled("cuda") is True
+            assert torch.is_autocast_enabled(device_type="cuda") is True
             assert torch.is_autocast_enabled("cpu") is True
             assert torch.get_autocast_dtype("cuda") == torch.bfloat16
+            assert torch.get_autocast_dtype(device_type="cuda") == torch.bfloat16
             assert torch.get_autocast_gpu_dtype() == torch.bfloat16
         with torch.autocast("cuda", dtype=torch.float16):
             assert torch.get_autocast_dtype("cuda") == torch.float16
         assert torch.is_autocast_enabled("cuda") is False
     assert (torch.is_autocast_enabled(), torch.is_autocast_enabled("cuda")) == outside
     assert torch.is_autocast_enabled is torch._C.is_autocast_enabled
+
+
+def test_custom_fwd_casts_its_inputs_on_the_cpu() -> None:
+    """custom_fwd(device_type="cuda", cast_inputs=float32) casts under autocast("cuda").
+
+    Its forward then runs with autocast off, so without the cast a bfloat16
+    input meets a float32 weight.
+    """
+    weight = torch.ones(2, 2)
+    seen: list[torch.dtype] = []
+
+    class Linear(torch.autograd.Function):
+        @staticmethod
+        @torch.amp.custom_fwd(device_type="cuda", cast_inputs=torch.float32)
+        def forward(ctx: Any, x: torch.Tensor, extra: list[torch.Tensor]) -> torch.Tensor:
+            seen.extend([x.dtype, extra[0].dtype])
+            return x @ weight
+
+        @staticmethod
+        @torch.amp.custom_bwd(device_type="cuda")
+        def backward(ctx: Any, grad: torch.Tensor) -> Any:
+            return grad, None
+
+    with transfer_to_device(), torch.autocast("cuda", dtype=torch.bfloat16):
+        half = torch.ones(2, 2, device="cuda") @ torch.ones(2, 2, device="cuda")
+        assert half.dtype == torch.bfloat16
+        assert Linear.apply(half, [half]).dtype == torch.float32
+    assert seen == [torch.float32, torch.float32]
+    assert torch.amp.autocast_mode._cast is _transfer._AMP_CAST
+    assert patchscope.active() == ()
 
 
 def test_grad_scaler_acts_for_the_cpu() -> None:
@@ -594,7 +647,7 @@ def test_ddp_device_ids_name_the_device() -> None:
 
 @needs_no_cuda
 def test_data_parallel_passes_calls_through_on_the_cpu() -> None:
-    """nn.DataParallel(model).cuda() keeps the model and calls it, as torch does without CUDA."""
+    """nn.DataParallel(model).cuda() keeps the model and calls it, as torch does on the CPU."""
     model = torch.nn.Linear(2, 3)
     inputs = torch.ones(4, 2)
     with transfer_to_device():
@@ -605,8 +658,6 @@ def test_data_parallel_passes_calls_through_on_the_cpu() -> None:
             assert wrapped.module is model and wrapped.device_ids == []
             assert torch.equal(wrapped(inputs.cuda()), model(inputs))
     assert patchscope.active() == ()
-    # On an accelerator torch's own DataParallel runs.
-    assert torch.nn.DataParallel not in dict(_transfer._init_wrappers("xpu", None))
 
 
 @needs_no_cuda
@@ -629,6 +680,22 @@ def test_cuda_profiling_profiles_the_host_only() -> None:
         plain = torch.autograd.profiler.profile(use_device="cuda")  # what torch does alone
     assert plain.use_device is None
     assert patchscope.active() == ()
+
+
+def test_pure_python_exits_quietly_after_a_scope() -> None:
+    """No "Exception ignored" from patchscope's callbacks as the interpreter tears down."""
+    code = (
+        "import torch\n"
+        "from patchscope.torch import transfer_to_device\n"
+        "with transfer_to_device():\n"
+        "    torch.ones(1, device='cuda')\n"
+    )
+    env = {**os.environ, "PATCHSCOPE_PURE_PYTHON": "1"}
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert "Exception ignored" not in done.stderr, done.stderr
 
 
 @needs_no_cuda
