@@ -150,8 +150,6 @@ def _transfer_redirect(
             redirect_attr(torch, name, function, scope=scope)
             for name, function in _autocast_queries(device_type).items()
         ),
-        # Process-wide, and acting only where a mode does: see _amp_cast.
-        redirect_attr(torch.amp.autocast_mode, "_cast", _amp_cast, scope="process"),
         *(redirect_attr(torch.cuda, name, functions[name], scope=scope) for name in RUNTIME_NAMES),
         *(
             redirect_attr(torch.cuda.nvtx, name, nvtx_functions()[name], scope=scope)
@@ -164,6 +162,9 @@ def _transfer_redirect(
             for owner, wrap in _init_wrappers(fsdp)
         ),
     ]
+    if _AMP_CAST is not None:
+        # Process-wide, and acting only where a mode does: see _amp_cast.
+        parts.append(redirect_attr(torch.amp.autocast_mode, "_cast", _amp_cast, scope="process"))
     if torch.distributed.is_available():
         from torch.distributed import distributed_c10d
 
@@ -485,7 +486,7 @@ def _autocast_init(init: Callable[..., None], target: str) -> Callable[..., None
 # rebinds their names.
 _IS_AUTOCAST_ENABLED = torch._C.is_autocast_enabled
 _GET_AUTOCAST_DTYPE = torch._C.get_autocast_dtype
-_AMP_CAST = torch.amp.autocast_mode._cast
+_AMP_CAST: Callable[..., Any] | None = getattr(torch.amp.autocast_mode, "_cast", None)
 
 
 def _amp_cast(value: Any, device_type: str, dtype: torch.dtype) -> Any:
@@ -502,6 +503,7 @@ def _amp_cast(value: Any, device_type: str, dtype: torch.dtype) -> Any:
             if mode._live:
                 device_type = mode._device_type
                 break
+    assert _AMP_CAST is not None  # installed only where torch has it
     return _AMP_CAST(value, device_type, dtype)
 
 
