@@ -396,23 +396,27 @@ class _DeviceMode(TorchFunctionMode):
         return func(*args, **kwargs)
 
 
-def _to(mode: _DeviceMode, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    """``Tensor.to(device, ...)``: the device may come first after the tensor, or as a keyword."""
-    if len(args) > 1 and isinstance(args[1], (str, torch.device, int)):
-        args = (args[0], mode._map(args[1]), *args[2:])
+def _mapped_device(
+    mode: _DeviceMode, args: tuple[Any, ...], kwargs: dict[str, Any], position: int
+) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """The arguments with the device mapped: positional at ``position``, or ``device=``."""
+    if len(args) > position and isinstance(args[position], (str, torch.device, int)):
+        args = (*args[:position], mode._map(args[position]), *args[position + 1 :])
     device = kwargs.get("device")
     if device is not None:
         kwargs = {**kwargs, "device": mode._map(device)}
+    return args, kwargs
+
+
+def _to(mode: _DeviceMode, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """``Tensor.to(device, ...)``: the device may come first after the tensor, or as a keyword."""
+    args, kwargs = _mapped_device(mode, args, kwargs, 1)
     return torch.Tensor.to(*args, **kwargs)
 
 
 def _parse_to(mode: _DeviceMode, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """``Module.to``'s argument parser: the device may come first, as in ``module.to(0)``."""
-    if args and isinstance(args[0], (str, torch.device, int)):
-        args = (mode._map(args[0]), *args[1:])
-    device = kwargs.get("device")
-    if device is not None:
-        kwargs = {**kwargs, "device": mode._map(device)}
+    args, kwargs = _mapped_device(mode, args, kwargs, 0)
     return torch._C._nn._parse_to(*args, **kwargs)
 
 
