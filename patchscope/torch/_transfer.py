@@ -73,10 +73,7 @@ def transfer_to_device(
       ``torch.cuda.amp.autocast``, ``torch.amp.GradScaler("cuda")`` and
       ``torch.cuda.amp.GradScaler`` act for ``device``, and
       ``torch.is_autocast_enabled``, ``torch.get_autocast_dtype`` and
-      ``torch.get_autocast_gpu_dtype`` answer "cuda" (or no device) for it,
-      and ``torch.amp.custom_fwd(device_type="cuda", cast_inputs=...)``
-      casts the inputs on it (its cast helper is rebound process-wide, and
-      maps "cuda" only where the device mapping acts);
+      ``torch.get_autocast_gpu_dtype`` answer "cuda" (or no device) for it;
     * ``torch.distributed.init_process_group(backend="nccl")`` uses the
       device's backend (gloo on the CPU), ``DistributedDataParallel`` takes
       CUDA-style ``device_ids``/``output_device``, and FSDP (when the program
@@ -162,9 +159,6 @@ def _transfer_redirect(
             for owner, wrap in _init_wrappers(fsdp)
         ),
     ]
-    if _AMP_CAST is not None:
-        # Process-wide, and acting only where a mode does: see _amp_cast.
-        parts.append(redirect_attr(torch.amp.autocast_mode, "_cast", _amp_cast, scope="process"))
     if torch.distributed.is_available():
         from torch.distributed import distributed_c10d
 
@@ -486,29 +480,9 @@ def _autocast_init(init: Callable[..., None], target: str) -> Callable[..., None
     return __init__
 
 
-# torch's own autocast queries and custom_fwd's cast, as defined: a scope
-# rebinds their names.
+# torch's own autocast queries, as defined: a scope rebinds their names on torch.
 _IS_AUTOCAST_ENABLED = torch._C.is_autocast_enabled
 _GET_AUTOCAST_DTYPE = torch._C.get_autocast_dtype
-_AMP_CAST: Callable[..., Any] | None = getattr(torch.amp.autocast_mode, "_cast", None)
-
-
-def _amp_cast(value: Any, device_type: str, dtype: torch.dtype) -> Any:
-    """torch.amp's cast of ``custom_fwd(cast_inputs=...)``, with "cuda" naming the device.
-
-    It casts only tensors whose device type is the decorator's, and it is a
-    module-level helper that torch calls by its global name, which only a
-    process-wide redirect reaches. So this stands in for every thread while a
-    scope is live, and maps "cuda" only in a context where a device mode acts
-    (elsewhere it is torch's own cast, unchanged).
-    """
-    if device_type == "cuda":
-        for mode in reversed(_owned.get()):
-            if mode._live:
-                device_type = mode._device_type
-                break
-    assert _AMP_CAST is not None  # installed only where torch has it
-    return _AMP_CAST(value, device_type, dtype)
 
 
 @functools.cache
@@ -516,8 +490,7 @@ def _autocast_queries(target: str) -> dict[str, Callable[..., Any]]:
     """torch's autocast queries, where "cuda" (or no device: the GPU's) names ``target``.
 
     ``torch.autocast("cuda")`` acts for ``target`` in the scope, so these say
-    what that autocast set: ``torch.amp.custom_fwd(device_type="cuda",
-    cast_inputs=...)`` reads them to decide whether to cast.
+    what that autocast set.
     """
 
     def device(device_type: str) -> str:
