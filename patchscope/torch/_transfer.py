@@ -151,6 +151,7 @@ def _transfer_redirect(
         *(
             redirect_attr(torch.cuda.nvtx, name, nvtx_functions()[name], scope=scope)
             for name in NVTX_NAMES
+            if hasattr(torch.cuda.nvtx, name)
         ),
         *(
             redirect_attr(
@@ -511,9 +512,10 @@ def _autocast_queries(target: str) -> dict[str, Callable[..., Any]]:
         "get_autocast_gpu_dtype": get_autocast_gpu_dtype,
     }
     for name, function in functions.items():
-        function.__doc__ = getattr(torch, name).__doc__
+        function.__doc__ = getattr(torch, name, function).__doc__
         function.__module__ = "torch"
-    return functions
+    # Only the names this torch has (a later release may drop the deprecated one).
+    return {name: function for name, function in functions.items() if hasattr(torch, name)}
 
 
 def _scaler_init(init: Callable[..., None], device_type: str) -> Callable[..., None]:
