@@ -22,13 +22,10 @@ from setuptools.command.build_ext import build_ext
 from setuptools.errors import BaseError, CCompilerError
 
 # Read as patchscope/_accel.py reads PATCHSCOPE_PURE_PYTHON: these mean off.
-REQUIRE_ACCELERATOR = os.environ.get("PATCHSCOPE_REQUIRE_ACCELERATOR", "").strip().lower() not in {
-    "",
-    "0",
-    "false",
-    "no",
-    "off",
-}
+OFF = {"", "0", "false", "no", "off"}
+REQUIRE_ACCELERATOR = (
+    os.environ.get("PATCHSCOPE_REQUIRE_ACCELERATOR", "").strip().lower() not in OFF
+)
 
 
 def unsupported_interpreter():

@@ -235,9 +235,9 @@ def _host_runtime() -> dict[str, Callable[..., Any]]:
         "get_device_properties": _host_properties,
         "get_rng_state": get_rng_state,
         "get_rng_state_all": lambda: [generator.get_state()],
-        "init": lambda: None,
+        "init": _nothing,
         "initial_seed": generator.initial_seed,
-        "ipc_collect": lambda: None,
+        "ipc_collect": _nothing,
         "is_available": lambda: True,
         "is_bf16_supported": lambda including_emulation=True: True,
         "manual_seed": seed,
@@ -361,7 +361,7 @@ def runtime_functions(device_type: str) -> dict[str, Callable[..., Any]]:
         if function is None and name in _SAME_AS:
             function = getattr(module, _SAME_AS[name], None)
         if function is None and name in _NOTHING_TO_DO:
-            function = _nothing_to_do
+            function = _nothing
         if function is None:
             function = _unsupported(device_type, name)
         elif name == "device" and isinstance(function, type):
@@ -382,10 +382,6 @@ _SAME_AS = {"reset_max_memory_allocated": "reset_peak_memory_stats"}
 # torch.cuda names with nothing to do where the backend has no such function:
 # lazy initialisation, and freeing memory shared with other CUDA processes.
 _NOTHING_TO_DO = frozenset({"init", "ipc_collect"})
-
-
-def _nothing_to_do(*args: Any, **kwargs: Any) -> None:
-    return None
 
 
 def _fraction_setter(function: Callable[..., Any], device_type: str) -> Callable[..., Any]:
