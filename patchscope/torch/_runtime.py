@@ -6,9 +6,12 @@ for ``device_type``: the device module's own where it has one, else
 ``torch.accelerator``'s, else a stand-in documented here. On the CPU the
 stand-ins report one device (index 0), host memory where that is a real figure
 (``mem_get_info``, ``get_device_properties().total_memory``), and 0 or an empty
-dict where torch keeps no host figure (the caching allocator's counters).
-``set_device`` and ``device`` take any CUDA index, which names the host, so
-that one process per rank (``torch.cuda.set_device(local_rank)``) runs.
+dict where torch keeps no host figure (the caching allocator's counters,
+NVML's monitors). ``memory_functions`` does the same for the allocator's
+history and snapshots in ``torch.cuda.memory``, and ``oom_observer`` for
+torch's out-of-memory hook. ``set_device`` and ``device`` take any CUDA
+index, which names the host, so that one process per rank
+(``torch.cuda.set_device(local_rank)``) runs.
 The RNG functions (``manual_seed``, ``get_rng_state``, ...) work on the CPU's
 default generator: with ``is_available()`` True, torch itself (Dynamo saving
 and restoring RNG state around tracing) calls them.
@@ -20,6 +23,7 @@ import contextlib
 import functools
 import inspect
 import os
+import pickle
 import platform
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -32,15 +36,20 @@ from ._namespace import missing_function
 
 # What transfer_to_device rebinds on torch.cuda, besides device_namespace's names.
 RUNTIME_NAMES = (
+    "can_device_access_peer",
+    "clock_rate",
     "current_device",
     "device",
     "device_count",
+    "device_memory_used",
     "empty_cache",
     "get_device_capability",
     "get_device_name",
     "get_device_properties",
+    "get_per_process_memory_fraction",
     "get_rng_state",
     "get_rng_state_all",
+    "get_sync_debug_mode",
     "init",
     "initial_seed",
     "ipc_collect",
@@ -52,8 +61,11 @@ RUNTIME_NAMES = (
     "mem_get_info",
     "memory_allocated",
     "memory_reserved",
+    "memory_snapshot",
     "memory_stats",
     "memory_summary",
+    "memory_usage",
+    "power_draw",
     "reset_accumulated_memory_stats",
     "reset_max_memory_allocated",
     "reset_peak_memory_stats",
@@ -61,7 +73,14 @@ RUNTIME_NAMES = (
     "set_per_process_memory_fraction",
     "set_rng_state",
     "set_rng_state_all",
+    "set_sync_debug_mode",
+    "temperature",
+    "utilization",
 )
+
+#: What transfer_to_device rebinds on ``torch.cuda.memory``: the allocator's
+#: history and snapshots, which the memory-snapshot tools of training loops use.
+MEMORY_NAMES = ("_dump_snapshot", "_record_memory_history", "_snapshot", "memory_snapshot")
 
 #: The ``torch.cuda.nvtx`` annotations: NVIDIA's profiler ranges and marks,
 #: which mean nothing on another device and record nothing there.
@@ -188,6 +207,80 @@ def _nothing(device: object = None) -> None:
     return None
 
 
+def _host_snapshot(device: object = None, augment_with_fx_traces: bool = False) -> dict[str, Any]:
+    """``torch.cuda.memory._snapshot()`` on the host: no allocator segments, no trace entries."""
+    return {"segments": [], "device_traces": [[]]}
+
+
+def _host_dump_snapshot(
+    filename: str = "dump_snapshot.pickle", augment_with_fx_traces: bool = False
+) -> None:
+    with open(filename, "wb") as f:
+        pickle.dump(_host_snapshot(), f)
+
+
+def _host_record_memory_history(enabled: object = "all", *args: Any, **kwargs: Any) -> None:
+    """Recording starts and stops as asked; the host has no allocator events to record."""
+
+
+def _host_memory_snapshot(mempool_id: object = None, include_traces: bool = True) -> list[Any]:
+    return []
+
+
+def _host_memory_used(device: object = None) -> int:
+    available, total = _host_memory()
+    return total - available
+
+
+def _host_set_sync_debug_mode(debug_mode: int | str) -> None:
+    # torch.cuda's own check; the host has no device synchronization to report.
+    if isinstance(debug_mode, str) and debug_mode not in ("default", "warn", "error"):
+        raise RuntimeError(
+            "invalid value of debug_mode, expected one of `default`, `warn`, `error`"
+        )
+
+
+def _host_can_device_access_peer(device: object, peer_device: object) -> bool:
+    """Every index names the host, which has no peer device."""
+    _check_host_index(device, "can_device_access_peer")
+    _check_host_index(peer_device, "can_device_access_peer")
+    return False
+
+
+#: What torchtnt's and others' out-of-memory snapshot hooks call on ``torch._C``;
+#: a CPU-only torch has no such name, so transfer_to_device creates it in its scope.
+OOM_OBSERVER = "_cuda_attach_out_of_memory_observer"
+
+
+def _host_attach_oom_observer(observer: Callable[..., Any]) -> None:
+    """The host's allocator raises its own error when memory runs out and calls no observer."""
+
+
+def oom_observer(device_type: str) -> Callable[..., Any]:
+    """What ``torch._C._cuda_attach_out_of_memory_observer`` becomes for ``device_type``."""
+    if device_type == "cpu":
+        return _host_attach_oom_observer
+    own = getattr(torch._C, f"_{device_type}_attach_out_of_memory_observer", None)
+    if own is None:
+        own = getattr(getattr(torch, device_type, None), "attach_out_of_memory_observer", None)
+    if own is not None:
+        return own  # type: ignore[no-any-return]
+    return missing_function(
+        OOM_OBSERVER,
+        f"torch has no out-of-memory observer for {device_type!r}, so transfer_to_device() "
+        f"cannot stand in for torch._C.{OOM_OBSERVER} there",
+    )
+
+
+#: The host stand-ins of :data:`MEMORY_NAMES`.
+HOST_MEMORY: dict[str, Callable[..., Any]] = {
+    "_dump_snapshot": _host_dump_snapshot,
+    "_record_memory_history": _host_record_memory_history,
+    "_snapshot": _host_snapshot,
+    "memory_snapshot": _host_memory_snapshot,
+}
+
+
 def _host_runtime() -> dict[str, Callable[..., Any]]:
     def seed(seed: int) -> None:
         torch.default_generator.manual_seed(int(seed))
@@ -226,15 +319,20 @@ def _host_runtime() -> dict[str, Callable[..., Any]]:
             raise ValueError(f"Invalid fraction value: {fraction}. Allowed range: 0~1")
 
     return {
+        "can_device_access_peer": _host_can_device_access_peer,
+        "clock_rate": _zero,
         "current_device": lambda: 0,
         "device": _host_device,
         "device_count": lambda: 1,
+        "device_memory_used": _host_memory_used,
         "empty_cache": lambda: None,
         "get_device_capability": lambda device=None: HOST_CAPABILITY,
         "get_device_name": lambda device=None: _host_name(),
         "get_device_properties": _host_properties,
+        "get_per_process_memory_fraction": lambda device=None: 1.0,
         "get_rng_state": get_rng_state,
         "get_rng_state_all": lambda: [generator.get_state()],
+        "get_sync_debug_mode": lambda: 0,
         "init": _nothing,
         "initial_seed": generator.initial_seed,
         "ipc_collect": _nothing,
@@ -246,8 +344,11 @@ def _host_runtime() -> dict[str, Callable[..., Any]]:
         "mem_get_info": mem_get_info,
         "memory_allocated": _zero,
         "memory_reserved": _zero,
+        "memory_snapshot": _host_memory_snapshot,
         "memory_stats": memory_stats,
         "memory_summary": memory_summary,
+        "memory_usage": _zero,
+        "power_draw": _zero,
         "reset_accumulated_memory_stats": _nothing,
         "reset_max_memory_allocated": _nothing,
         "reset_peak_memory_stats": _nothing,
@@ -255,6 +356,9 @@ def _host_runtime() -> dict[str, Callable[..., Any]]:
         "set_per_process_memory_fraction": set_per_process_memory_fraction,
         "set_rng_state": set_rng_state,
         "set_rng_state_all": set_rng_state_all,
+        "set_sync_debug_mode": _host_set_sync_debug_mode,
+        "temperature": _zero,
+        "utilization": _zero,
     }
 
 
@@ -270,10 +374,14 @@ _ACCELERATOR_NAMES = {
 # The functions whose first argument (or ``device=``) names a device.
 _TAKES_DEVICE = frozenset(
     {
+        "_snapshot",
+        "clock_rate",
         "device",
+        "device_memory_used",
         "get_device_capability",
         "get_device_name",
         "get_device_properties",
+        "get_per_process_memory_fraction",
         "get_rng_state",
         "max_memory_allocated",
         "mem_get_info",
@@ -281,10 +389,14 @@ _TAKES_DEVICE = frozenset(
         "memory_reserved",
         "memory_stats",
         "memory_summary",
+        "memory_usage",
+        "power_draw",
         "reset_accumulated_memory_stats",
         "reset_max_memory_allocated",
         "reset_peak_memory_stats",
         "set_device",
+        "temperature",
+        "utilization",
     }
 )
 
@@ -347,6 +459,17 @@ def _taking_mapped_device(function: Callable[..., Any], device_type: str) -> Cal
     return call
 
 
+def _taking_mapped_devices(function: Callable[..., Any], device_type: str) -> Callable[..., Any]:
+    """Wrap ``can_device_access_peer(device, peer_device)``: both arguments name devices."""
+    mapped = device_mapper(device_type)
+
+    @functools.wraps(function)
+    def call(device: Any, peer_device: Any) -> Any:
+        return function(mapped(device), mapped(peer_device))
+
+    return call
+
+
 def runtime_functions(device_type: str) -> dict[str, Callable[..., Any]]:
     """Return what each of :data:`RUNTIME_NAMES` becomes for ``device_type`` (not "cuda")."""
     if device_type == "cpu":
@@ -360,14 +483,16 @@ def runtime_functions(device_type: str) -> dict[str, Callable[..., Any]]:
             function = getattr(accelerator, _ACCELERATOR_NAMES.get(name, name), None)
         if function is None and name in _SAME_AS:
             function = getattr(module, _SAME_AS[name], None)
-        if function is None and name in _NOTHING_TO_DO:
-            function = _nothing
+        if function is None and name in _WHERE_ABSENT:
+            function = _WHERE_ABSENT[name]
         if function is None:
             function = _unsupported(device_type, name)
         elif name == "device" and isinstance(function, type):
             function = _mapped_device_class(function, device_type)
         elif name == "set_per_process_memory_fraction":
             function = _fraction_setter(function, device_type)
+        elif name == "can_device_access_peer":
+            function = _taking_mapped_devices(function, device_type)
         elif name in _TAKES_DEVICE:
             function = _taking_mapped_device(function, device_type)
         functions[name] = function
@@ -377,11 +502,37 @@ def runtime_functions(device_type: str) -> dict[str, Callable[..., Any]]:
     return functions
 
 
+def memory_functions(device_type: str) -> dict[str, Callable[..., Any]]:
+    """Return what each of :data:`MEMORY_NAMES` becomes for ``device_type`` (not "cuda").
+
+    The backend's own ``torch.<device>.memory`` functions, else the host's
+    stand-ins on the CPU, else functions that say the backend lacks them.
+    """
+    if device_type == "cpu":
+        return dict(HOST_MEMORY)
+    memory = getattr(getattr(torch, device_type, None), "memory", None)
+    functions: dict[str, Callable[..., Any]] = {}
+    for name in MEMORY_NAMES:
+        function = getattr(memory, name, None)
+        if function is None:
+            function = _unsupported(device_type, name, f"torch.{device_type}.memory")
+        elif name in _TAKES_DEVICE:
+            function = _taking_mapped_device(function, device_type)
+        functions[name] = function
+    return functions
+
+
 # torch.cuda names whose work a backend does under another name.
 _SAME_AS = {"reset_max_memory_allocated": "reset_peak_memory_stats"}
-# torch.cuda names with nothing to do where the backend has no such function:
-# lazy initialisation, and freeing memory shared with other CUDA processes.
-_NOTHING_TO_DO = frozenset({"init", "ipc_collect"})
+# What a torch.cuda name becomes where the backend has no such function and
+# there is nothing to do: lazy initialisation, freeing memory shared with
+# other CUDA processes, and reporting synchronizations as CUDA's debug mode does.
+_WHERE_ABSENT: dict[str, Callable[..., Any]] = {
+    "get_sync_debug_mode": lambda: 0,
+    "init": _nothing,
+    "ipc_collect": _nothing,
+    "set_sync_debug_mode": _host_set_sync_debug_mode,
+}
 
 
 def _fraction_setter(function: Callable[..., Any], device_type: str) -> Callable[..., Any]:
@@ -417,12 +568,17 @@ def _mapped_device_class(device_class: Any, device_type: str) -> type:
     return type(device_class.__name__, (device_class,), {"__init__": __init__})
 
 
-def _unsupported(device_type: str, name: str) -> Callable[..., Any]:
+def _unsupported(device_type: str, name: str, where: str = "") -> Callable[..., Any]:
     """Return a stand-in for ``torch.cuda.<name>`` that says the backend lacks it."""
+    if where:
+        looked = f"{where} has no {name}()"
+        cuda = f"torch.cuda.memory.{name}"
+    else:
+        looked = f"neither torch.{device_type} nor torch.accelerator has {name}()"
+        cuda = f"torch.cuda.{name}"
     return missing_function(
         name,
-        f"neither torch.{device_type} nor torch.accelerator has {name}(), so "
-        f"transfer_to_device() cannot stand in for torch.cuda.{name} on {device_type!r}",
+        f"{looked}, so transfer_to_device() cannot stand in for {cuda} on {device_type!r}",
     )
 
 

@@ -33,7 +33,17 @@ from . import _host
 from ._detect import device_type_of
 from ._events import event_class_of
 from ._namespace import Scope, _check, _dynamo_cuda_interface, _namespace_redirect
-from ._runtime import NVTX_NAMES, RUNTIME_NAMES, device_mapper, nvtx_functions, runtime_functions
+from ._runtime import (
+    MEMORY_NAMES,
+    NVTX_NAMES,
+    OOM_OBSERVER,
+    RUNTIME_NAMES,
+    device_mapper,
+    memory_functions,
+    nvtx_functions,
+    oom_observer,
+    runtime_functions,
+)
 
 _push_mode = torch._C._push_on_torch_function_stack
 _pop_mode = torch._C._pop_torch_function_stack
@@ -65,7 +75,9 @@ def transfer_to_device(
       ``current_device``, ``set_device``, ``device``, ``get_device_name``,
       ``get_device_properties``, ``get_device_capability``,
       ``is_bf16_supported``, the memory queries and resets, ``init``,
-      ``ipc_collect``, ``manual_seed[_all]``) answer for ``device``, and so do
+      ``ipc_collect``, ``manual_seed[_all]``, NVML's monitors such as
+      ``utilization``, the sync debug mode, the allocator's history and
+      snapshots in ``torch.cuda.memory``) answer for ``device``, and so do
       the RNG-state functions; on the CPU with the stand-ins the
       ``patchscope.torch`` guide lists (one device, host memory, capability
       ``(0, 0)``); ``torch.cuda.nvtx``'s ranges and marks record nothing;
@@ -139,6 +151,7 @@ def _transfer_redirect(
     namespace = _namespace_redirect(device_type, event_class, module, scope, dynamo)
     assert namespace is not None  # only CUDA has no namespace redirect
     functions = runtime_functions(device_type)
+    memory = memory_functions(device_type)
     parts = [
         namespace,
         redirect_attr(torch, "Generator", _generator_class(device_type), scope=scope),
@@ -147,7 +160,17 @@ def _transfer_redirect(
             redirect_attr(torch, name, function, scope=scope)
             for name, function in _autocast_queries(device_type).items()
         ),
-        *(redirect_attr(torch.cuda, name, functions[name], scope=scope) for name in RUNTIME_NAMES),
+        *(
+            redirect_attr(torch.cuda, name, functions[name], scope=scope)
+            for name in RUNTIME_NAMES
+            if hasattr(torch.cuda, name)  # torch releases add names
+        ),
+        *(
+            redirect_attr(torch.cuda.memory, name, memory[name], scope=scope)
+            for name in MEMORY_NAMES
+            if hasattr(torch.cuda.memory, name)
+        ),
+        redirect_attr(torch._C, OOM_OBSERVER, oom_observer(device_type), create=True, scope=scope),
         *(
             redirect_attr(torch.cuda.nvtx, name, nvtx_functions()[name], scope=scope)
             for name in NVTX_NAMES

@@ -8,6 +8,7 @@ torch that no longer fails there is noticed.
 
 from __future__ import annotations
 
+import pickle
 from typing import Any
 
 import pytest
@@ -88,6 +89,39 @@ def test_megatron_timer_times_on_the_host() -> None:
         return float(timer.elapsed(reset=True))
 
     assert timed() >= 0.0
+    assert patchscope.active() == ()
+
+
+def test_megatron_straggler_detector_reports_on_the_host(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """megatron-core's StragglerDetector: timing events, then NVML's monitors at each report.
+
+    A CUDA-written rank (nccl) of one; the detector's singleton state is put
+    back afterwards.
+    """
+    utils = pytest.importorskip("megatron.core.utils")
+    dist = pytest.importorskip("torch.distributed")
+    detector_class = utils.StragglerDetector
+    monkeypatch.setattr(detector_class, "_configured", False)
+    monkeypatch.delattr(detector_class, "_instance", raising=False)
+    with transfer_to_device():
+        dist.init_process_group(
+            "nccl", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1
+        )
+        try:
+            detector = detector_class()
+            # Rank 0 would also start its control server; rank 1 of the report does not.
+            detector.configure(world=1, rank=1, prefill=4, enabled=True)
+            assert detector.enabled
+            for _ in range(3):
+                with detector():
+                    torch.randn(32, 32) @ torch.randn(32, 32)
+            delta, batch_delta, temp, power, util, clock = detector.elapsed()
+        finally:
+            dist.destroy_process_group()
+    assert delta > 0.0 and batch_delta == 0.0
+    assert (temp, power, util, clock) == (0, 0, 0, 0)
     assert patchscope.active() == ()
 
 
@@ -183,4 +217,35 @@ def test_torchtnt_cuda_data_prefetcher_and_synchronizing_timer() -> None:
         assert torch.equal(got_x, x) and torch.equal(got_y, y)
     assert len(clock.recorded_durations["step"]) == 1
     assert clock.recorded_durations["step"][0] >= 0.0
+    assert patchscope.active() == ()
+
+
+@_TORCHTNT_IMPORT
+def test_torchtnt_memory_snapshot_profiler_records_and_writes_its_snapshot(tmp_path: Any) -> None:
+    """torchtnt's MemorySnapshotProfiler records the allocator's history and writes a snapshot.
+
+    Outside the scope it finds no CUDA and writes nothing; inside, it starts
+    recording at step 0 and at its stop step writes the pickle and both plots.
+    """
+    profiler = pytest.importorskip("torchtnt.utils.memory_snapshot_profiler")
+    params = profiler.MemorySnapshotParams(start_step=0, stop_step=2)
+
+    def profile(output: Any) -> None:
+        snapshots = profiler.MemorySnapshotProfiler(str(output), params)
+        for _ in range(2):
+            torch.randn(8, 8) @ torch.randn(8, 8)
+            snapshots.step()
+
+    profile(tmp_path / "outside")
+    assert not (tmp_path / "outside").exists()
+    with transfer_to_device():
+        profile(tmp_path / "inside")
+    written = tmp_path / "inside" / "step_2_rank0"
+    assert sorted(p.name for p in written.iterdir()) == [
+        "segment_plot.html",
+        "snapshot.pickle",
+        "trace_plot.html",
+    ]
+    with (written / "snapshot.pickle").open("rb") as dumped:
+        assert pickle.load(dumped) == {"segments": [], "device_traces": [[]]}
     assert patchscope.active() == ()

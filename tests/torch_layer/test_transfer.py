@@ -6,6 +6,7 @@ code outside the scope fails as torch makes it fail.
 
 import asyncio
 import os
+import pickle
 import subprocess
 import sys
 import warnings
@@ -248,6 +249,86 @@ def test_runtime_queries_answer_for_the_host() -> None:
         torch.cuda.ipc_collect()
 
 
+@needs_no_cuda
+def test_monitoring_debug_and_snapshot_queries_answer_for_the_host(tmp_path: Any) -> None:
+    """NVML's monitors, the sync debug mode, peer access and allocator snapshots on the CPU.
+
+    megatron's straggler detector reads the four monitors at every report,
+    and memory-snapshot profilers record the allocator's history; outside the
+    scope each of these raises on a CPU-only torch.
+    """
+    names = ("temperature", "power_draw", "utilization", "clock_rate", "memory_usage")
+    outside = [getattr(torch.cuda, name) for name in names]
+    with pytest.raises(AttributeError):  # torch._C has no CUDA allocator
+        torch.cuda.memory._record_memory_history(max_entries=10)
+    with transfer_to_device():
+        assert [getattr(torch.cuda, name)() for name in names] == [0] * len(names)
+        total = torch.cuda.mem_get_info()[1]
+        assert 0 < torch.cuda.device_memory_used(0) <= total
+        torch.cuda.set_sync_debug_mode("warn")
+        torch.cuda.set_sync_debug_mode(0)
+        with pytest.raises(RuntimeError, match="debug_mode"):
+            torch.cuda.set_sync_debug_mode("loud")
+        assert torch.cuda.get_sync_debug_mode() == 0
+        assert torch.cuda.get_per_process_memory_fraction("cuda:0") == 1.0
+        assert torch.cuda.can_device_access_peer(0, 1) is False
+        with pytest.raises(ValueError, match="can_device_access_peer"):
+            torch.cuda.can_device_access_peer("xpu", 0)
+        torch.cuda.memory._record_memory_history(max_entries=10)
+        snapshot = torch.cuda.memory._snapshot()
+        assert snapshot == {"segments": [], "device_traces": [[]]}
+        assert torch.cuda.memory_snapshot() == torch.cuda.memory.memory_snapshot() == []
+        torch.cuda.memory._dump_snapshot(str(tmp_path / "snapshot.pickle"))
+        torch.cuda.memory._record_memory_history(enabled=None)
+        assert torch.cuda._memory_viz.trace_plot(snapshot)
+        torch._C._cuda_attach_out_of_memory_observer(lambda *info: None)
+    assert not hasattr(torch._C, "_cuda_attach_out_of_memory_observer")
+    with (tmp_path / "snapshot.pickle").open("rb") as dumped:
+        assert pickle.load(dumped) == snapshot
+    assert [getattr(torch.cuda, name) for name in names] == outside
+    with pytest.raises(AttributeError):
+        torch.cuda.memory._snapshot()
+    assert patchscope.active() == ()
+
+
+def test_monitors_and_snapshots_reach_a_backends_own(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On another backend they are its own functions, with CUDA devices mapped to it."""
+    calls: list[tuple[str, Any]] = []
+
+    def recorder(name: str) -> Any:
+        def record(*args: Any, **kwargs: Any) -> str:
+            calls.append((name, args))
+            return name
+
+        return record
+
+    for name in ("utilization", "can_device_access_peer"):
+        monkeypatch.setattr(torch.xpu, name, recorder(name), raising=False)
+    monkeypatch.delattr(torch.xpu, "get_sync_debug_mode", raising=False)
+    monkeypatch.setattr(torch.xpu.memory, "_snapshot", recorder("_snapshot"), raising=False)
+    monkeypatch.delattr(torch.xpu.memory, "_dump_snapshot", raising=False)
+    functions = _runtime.runtime_functions("xpu")
+    memory = _runtime.memory_functions("xpu")
+    assert functions["utilization"]("cuda:1") == "utilization"
+    functions["can_device_access_peer"](0, "cuda:1")
+    assert memory["_snapshot"](1) == "_snapshot"
+    assert calls == [
+        ("utilization", (torch.device("xpu", 1),)),
+        ("can_device_access_peer", (torch.device("xpu", 0), torch.device("xpu", 1))),
+        ("_snapshot", (torch.device("xpu", 1),)),
+    ]
+    assert functions["get_sync_debug_mode"]() == 0  # none there: nothing to report
+    with pytest.raises(RuntimeError, match="debug_mode"):
+        functions["set_sync_debug_mode"]("loud")
+    with pytest.raises(NotImplementedError, match=r"torch.xpu.memory has no _dump_snapshot\(\)"):
+        memory["_dump_snapshot"]("x.pickle")
+    monkeypatch.setattr(torch._C, "_xpu_attach_out_of_memory_observer", print, raising=False)
+    assert _runtime.oom_observer("xpu") is print
+    monkeypatch.delattr(torch._C, "_xpu_attach_out_of_memory_observer")
+    with pytest.raises(NotImplementedError, match="no out-of-memory observer for 'xpu'"):
+        _runtime.oom_observer("xpu")(print)
+
+
 def test_memory_fraction_reaches_a_backends_own_setter() -> None:
     """The device argument is mapped for a backend that takes one, dropped for MPS's."""
     calls: list[tuple[Any, ...]] = []
@@ -368,9 +449,11 @@ def test_other_threads_keep_cuda_semantics() -> None:
         # Constructions share a dispatcher as __new__ in every thread (it builds
         # the original class there); every other name reads as the original.
         names = [(act.target, act.name) for act in live if act.name != "__new__"]
-    originals = [getattr(target, name) for target, name in names]
+    # Names the scope creates (torch._C's OOM observer hook) stay absent elsewhere.
+    absent = object()
+    originals = [getattr(target, name, absent) for target, name in names]
     with transfer_to_device():
-        seen = in_other_thread(lambda: [getattr(target, name) for target, name in names])
+        seen = in_other_thread(lambda: [getattr(target, name, absent) for target, name in names])
         assert all(a is b for a, b in zip(seen, originals, strict=True))
         assert any(getattr(t, n) is not o for (t, n), o in zip(names, originals, strict=True))
         in_other_thread(_cuda_fails)
