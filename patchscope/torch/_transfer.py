@@ -51,6 +51,33 @@ _stack_len = torch._C._len_torch_function_stack
 _stack_at = torch._C._get_function_stack_at
 _get_ident = threading.get_ident
 
+# Dynamo's frame callback: set while code torch.compile produced runs. Read
+# and cleared through torch's C module, so that torch._dynamo, slow to
+# import, is never imported here.
+_eval_frame = getattr(getattr(torch._C, "_dynamo", None), "eval_frame", None)
+_dynamo_callback: Any = getattr(_eval_frame, "get_eval_frame_callback", None)
+_set_dynamo_callback: Any = getattr(_eval_frame, "set_eval_frame", None)
+if _set_dynamo_callback is None:
+    _dynamo_callback = None
+
+
+def _skip_frames(code: Any) -> None:
+    """Dynamo never compiles a frame of *code* (what ``torch._dynamo.eval_frame.skip_code`` does).
+
+    Through torch's C module, in the spelling of the installed release;
+    nothing where it has neither.
+    """
+    skip = getattr(_eval_frame, "skip_code", None)
+    if skip is not None:
+        skip(code)
+        return
+    setter = getattr(_eval_frame, "set_code_exec_strategy", None)
+    strategy = getattr(_eval_frame, "_FrameExecStrategy", None)
+    action = getattr(_eval_frame, "_FrameAction", None)
+    if setter is not None and strategy is not None and action is not None:
+        setter(code, strategy(action.SKIP, action.DEFAULT))
+
+
 # The modes the current context activated and has not ended.
 _owned: contextvars.ContextVar[tuple[_DeviceMode, ...]] = contextvars.ContextVar(
     "patchscope.torch.transfer_modes", default=()
@@ -483,6 +510,14 @@ class _DeviceMode(TorchFunctionMode):
         args: tuple[Any, ...] = (),
         kwargs: dict[str, Any] | None = None,
     ) -> Any:
+        if _dynamo_callback is not None and _dynamo_callback() is not None:
+            # Called from code torch.compile runs: map the call eagerly, as
+            # torch.compiler.disable() would, with Dynamo off meanwhile.
+            prior = _set_dynamo_callback(None)
+            try:
+                return self.__torch_function__(func, types, args, kwargs)
+            finally:
+                _set_dynamo_callback(prior)
         if kwargs is None:
             kwargs = {}
         if not self._live or self not in _owned.get():
@@ -508,6 +543,22 @@ class _DeviceMode(TorchFunctionMode):
         if self._host and kwargs.get("pin_memory"):
             kwargs = {**kwargs, "pin_memory": False}
         return func(*args, **kwargs)
+
+    # Dynamo must not trace the mode. Its contextvars read is a graph break,
+    # and where Dynamo compiled __torch_function__ with a graph break in it,
+    # torch 2.13 ran the compiled code's ops on wrong values
+    # (``((x * 2) + 1) * 3`` gave ``(x + 2) * 2``, silently). So it is marked
+    # as torch.compiler.disable() marks what it wraps (Dynamo does not inline
+    # it), its frames are never compiled (_skip_frames, below), and it turns
+    # Dynamo off while it runs: each op of compiled code in the scope runs
+    # eagerly, through the mode, on the right values.
+    __torch_function__._torchdynamo_disable = True  # type: ignore[attr-defined]
+    __torch_function__._torchdynamo_disable_msg = (  # type: ignore[attr-defined]
+        "patchscope's transfer_to_device() maps device arguments eagerly"
+    )
+
+
+_skip_frames(_DeviceMode.__torch_function__.__code__)
 
 
 def _mapped_device(

@@ -868,16 +868,34 @@ def test_rng_state_round_trips_on_the_cpu_generator() -> None:
 
 
 @needs_no_cuda
-def test_compiled_code_in_the_scope_gives_eager_results() -> None:
-    """torch.compile in the scope runs: Dynamo saves CUDA RNG state once is_available() holds."""
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_compiled_code_in_the_scope_gives_eager_results(backend: str) -> None:
+    """torch.compile in the scope gives eager's values: Dynamo does not trace the mode.
+
+    Dynamo saves the CUDA RNG state once is_available() holds. Where it
+    compiled the mode's __torch_function__ with a graph break in it, torch
+    2.13 computed ``((x * 2) + 1) * 3`` as ``(x + 2) * 2``.
+    """
 
     def step(x: Any) -> Any:
         return (x.to("cuda") * 2 + torch.ones(2, device="cuda")).sum()
 
+    def chain(x: Any) -> Any:
+        return ((x * 2) + 1) * 3
+
+    def attention(q: Any, k: Any, v: Any) -> Any:
+        return torch.softmax(q @ k.transpose(-1, -2) / 8, -1) @ v
+
+    x = torch.arange(4.0)
+    q, k, v = torch.randn(3, 2, 4, 8, generator=torch.Generator().manual_seed(0))
     with transfer_to_device(), warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        compiled = torch.compile(step, backend="eager")
-        assert compiled(torch.ones(2)).item() == 6.0
+        assert torch.compile(step, backend=backend)(torch.ones(2)).item() == 6.0
+        for fn, args in [(chain, (x,)), (chain, (x + 1,)), (attention, (q, k, v))]:
+            torch._dynamo.reset()
+            compiled = torch.compile(fn, backend=backend)
+            assert torch.equal(compiled(*args), fn(*args))
+            assert torch.equal(compiled(*args), fn(*args))  # and from its cache
     torch._dynamo.reset()
     assert _stack() == 0
 
