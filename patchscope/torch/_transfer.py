@@ -96,10 +96,8 @@ def transfer_to_device(
       ordinals name ``device`` wherever torch takes a device: tensor
       factories, ``Tensor.to``/``cuda``/``new_*``, ``Module.to``/``cuda``,
       module constructors with ``device=``, ``with torch.device("cuda")``,
-      ``torch.Generator(device="cuda")``, ``torch.load(map_location="cuda")``,
-      ``torch.Stream``/``torch.Event`` (on the CPU a HostStream and a
-      HostEvent, also with no device); on the CPU the index is dropped and
-      ``pin_memory()`` returns the tensor;
+      ``torch.Generator(device="cuda")``, ``torch.load(map_location="cuda")``; on
+      the CPU the index is dropped and ``pin_memory()`` returns the tensor;
     * ``torch.cuda``'s runtime queries (``is_available``, ``device_count``,
       ``current_device``, ``set_device``, ``device``, ``get_device_name``,
       ``get_device_properties``, ``get_device_capability``,
@@ -185,8 +183,6 @@ def _transfer_redirect(
         namespace,
         redirect_attr(torch, "Generator", _generator_class(device_type), scope=scope),
         redirect_attr(torch, "load", _load_onto(device_type), scope=scope),
-        redirect_attr(torch, "Stream", _stream_class(device_type), scope=scope),
-        redirect_attr(torch, "Event", _event_class(device_type), scope=scope),
         *(
             redirect_attr(torch, name, function, scope=scope)
             for name, function in _autocast_queries(device_type).items()
@@ -258,98 +254,6 @@ def _generator_class(device_type: str) -> type:
         "Generator",
         (_TorchGenerator,),
         {"__new__": __new__, "__module__": "torch", "__doc__": _TorchGenerator.__doc__},
-    )
-
-
-# The classes themselves: inside a scope ``torch.Stream`` and ``torch.Event``
-# name the stand-ins below.
-_TorchStream = torch.Stream
-_TorchEvent = torch.Event
-
-
-class _IsTorchClass(type):
-    """``isinstance``/``issubclass`` against a stand-in ask about the classes it accepts.
-
-    Those are torch's own class, and on the CPU the host class that stands in
-    for it, so that ``isinstance(torch.Event(), torch.Event)`` holds in the
-    scope as it does on CUDA.
-    """
-
-    _accepts: tuple[type, ...]
-
-    def __instancecheck__(cls, obj: object) -> bool:
-        return isinstance(obj, cls._accepts)
-
-    def __subclasscheck__(cls, sub: type) -> bool:
-        return issubclass(sub, cls._accepts)
-
-
-@functools.cache
-def _stream_class(device_type: str) -> type:
-    """What ``torch.Stream`` names inside a scope: the device's stream for a CUDA ``device``.
-
-    ``torch.Stream`` is an immutable C type whose construction cannot be
-    redirected, so its *name* is rebound on ``torch``. A CUDA device (or none,
-    which on CUDA means a CUDA stream) gives a :class:`~patchscope.torch.HostStream` on the CPU
-    (``torch.Stream("cpu")`` cannot wait or record events) and the device's own
-    ``torch.Stream`` elsewhere; any other device is passed to torch.
-    """
-    mapped = device_mapper(device_type)
-    host = device_type == "cpu"
-
-    def __new__(cls: type, device: Any = None, *, priority: int = 0) -> Any:
-        target = mapped(device) if device is not None else None
-        if host and (device is None or target is not device):
-            return _host.HostStream(priority=priority)
-        return _TorchStream(target, priority=priority)
-
-    return _IsTorchClass(
-        "Stream",
-        (_TorchStream,),
-        {
-            "__new__": __new__,
-            "__module__": "torch",
-            "__doc__": _TorchStream.__doc__,
-            "_accepts": (_TorchStream,),  # HostStream is a torch.Stream
-        },
-    )
-
-
-@functools.cache
-def _event_class(device_type: str) -> type:
-    """What ``torch.Event`` names inside a scope: the device's event for a CUDA ``device``.
-
-    As for :func:`_stream_class`: on the CPU a CUDA device (or none) gives a
-    :class:`~patchscope.torch.HostEvent`, which records the host's clock, and
-    ``isinstance(event, torch.Event)`` holds for it in the scope.
-    """
-    mapped = device_mapper(device_type)
-    host = device_type == "cpu"
-
-    def __new__(
-        cls: type,
-        device: Any = None,
-        *,
-        enable_timing: bool = False,
-        blocking: bool = False,
-        interprocess: bool = False,
-    ) -> Any:
-        target = mapped(device) if device is not None else None
-        if host and (device is None or target is not device):
-            return _host.HostEvent(enable_timing, blocking, interprocess)
-        return _TorchEvent(
-            target, enable_timing=enable_timing, blocking=blocking, interprocess=interprocess
-        )
-
-    return _IsTorchClass(
-        "Event",
-        (_TorchEvent,),
-        {
-            "__new__": __new__,
-            "__module__": "torch",
-            "__doc__": _TorchEvent.__doc__,
-            "_accepts": (_TorchEvent, _host.HostEvent) if host else (_TorchEvent,),
-        },
     )
 
 

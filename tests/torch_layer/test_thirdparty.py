@@ -73,41 +73,6 @@ def test_transformers_offloaded_dynamic_cache_updates() -> None:
     assert torch.Stream is vars(torch)["Stream"] and patchscope.active() == ()
 
 
-def test_transformers_offloaded_generation_under_transfer_to_device() -> None:
-    """GPT-2's generate(cache_implementation="offloaded") on "cuda" gives the CPU's tokens.
-
-    The offloaded cache builds its prefetch stream with ``torch.Stream()``
-    and waits on it from ``torch.cuda.default_stream(...)``: inside
-    ``transfer_to_device()`` that is a HostStream, with no redirect of the
-    user's own.
-    """
-    transformers = pytest.importorskip("transformers")
-    torch.manual_seed(0)
-    config = transformers.GPT2Config(
-        n_layer=2,
-        n_head=2,
-        n_embd=32,
-        vocab_size=100,
-        n_positions=64,
-        bos_token_id=0,
-        eos_token_id=0,
-    )
-    model = transformers.GPT2LMHeadModel(config).eval()
-    prompt = torch.tensor([[5, 6, 7, 8]])
-    settings = {"max_new_tokens": 6, "do_sample": False, "pad_token_id": 0}
-    expected = model.generate(prompt, **settings)
-    with pytest.raises((RuntimeError, AssertionError)):  # CUDA-only torch.cuda calls
-        model.generate(prompt, cache_implementation="offloaded", **settings)
-    with transfer_to_device():
-        on_cuda = transformers.GPT2LMHeadModel(config).eval().to("cuda")
-        on_cuda.load_state_dict(model.state_dict())
-        generated = on_cuda.generate(
-            prompt.to("cuda"), cache_implementation="offloaded", **settings
-        )
-    assert torch.equal(generated, expected)
-    assert patchscope.active() == ()
-
-
 def test_megatron_timer_times_on_the_host() -> None:
     """megatron-core's Timer synchronizes with torch.cuda.synchronize around each interval."""
     timers = pytest.importorskip("megatron.core.timers")

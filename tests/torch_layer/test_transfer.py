@@ -145,57 +145,6 @@ def test_checkpoints_load_with_a_cuda_map_location(tmp_path: Any) -> None:
 
 
 @needs_no_cuda
-def test_device_generic_streams_and_events_of_cuda_are_the_hosts() -> None:
-    """torch.Stream()/torch.Event() of CUDA (or of no device) are host ones; "cpu" is torch's.
-
-    ``isinstance`` against the names holds for what they build and for
-    torch's own objects; other threads see torch's classes by identity.
-    """
-    own_stream, own_event = torch.Stream, torch.Event
-    with transfer_to_device():
-        for stream in (torch.Stream(), torch.Stream("cuda:1"), torch.Stream(0, priority=-1)):
-            assert type(stream) is HostStream and isinstance(stream, torch.Stream)
-            stream.wait_stream(torch.cuda.current_stream())
-        assert torch.Stream(priority=-1).priority == -1
-        assert type(torch.Stream("cpu")) is own_stream
-        assert isinstance(own_stream("cpu"), torch.Stream)
-        start, end = torch.Event(enable_timing=True), torch.Event("cuda", enable_timing=True)
-        assert type(start) is type(end) is HostEvent and isinstance(start, torch.Event)
-        start.record()
-        end.record(torch.Stream())
-        assert end.elapsed_time(start) <= 0.0 <= start.elapsed_time(end)
-        assert type(torch.Event("cpu")) is own_event and isinstance(own_event(), torch.Event)
-        assert issubclass(HostStream, torch.Stream) and issubclass(own_event, torch.Event)
-        assert in_other_thread(lambda: (torch.Stream, torch.Event)) == (own_stream, own_event)
-    assert (torch.Stream, torch.Event) == (own_stream, own_event)
-    assert not isinstance(HostEvent(), torch.Event)
-
-
-def test_device_generic_streams_and_events_map_cuda_to_a_backend(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """On another backend a CUDA device names the backend's device; others pass through."""
-    stream_class, event_class = _transfer._stream_class("xpu"), _transfer._event_class("xpu")
-    built: list[tuple[str, Any, dict[str, Any]]] = []
-    monkeypatch.setattr(
-        _transfer, "_TorchStream", lambda device, **kw: built.append(("stream", device, kw))
-    )
-    monkeypatch.setattr(
-        _transfer, "_TorchEvent", lambda device, **kw: built.append(("event", device, kw))
-    )
-    stream_class("cuda:1", priority=-1)
-    stream_class()
-    event_class(0, enable_timing=True)
-    event_class("meta")
-    flags = {"enable_timing": False, "blocking": False, "interprocess": False}
-    assert built == [
-        ("stream", torch.device("xpu", 1), {"priority": -1}),
-        ("stream", None, {"priority": 0}),
-        ("event", torch.device("xpu", 0), {**flags, "enable_timing": True}),
-        ("event", "meta", flags),
-    ]
-
-
 def test_pin_memory_is_a_no_op_on_the_cpu() -> None:
     """pin_memory() returns the tensor itself, and factories drop pin_memory=True."""
     with transfer_to_device():
