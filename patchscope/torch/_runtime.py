@@ -232,12 +232,25 @@ def _host_memory_used(device: object = None) -> int:
     return total - available
 
 
+#: What the host stand-ins were last told, for their getters: process-wide,
+#: as torch keeps them on CUDA; nothing on the host acts on them.
+_host_settings: dict[str, Any] = {"sync_debug_mode": 0, "memory_fraction": 1.0}
+_SYNC_DEBUG_MODES = {"default": 0, "warn": 1, "error": 2}
+
+
 def _host_set_sync_debug_mode(debug_mode: int | str) -> None:
     # torch.cuda's own check; the host has no device synchronization to report.
-    if isinstance(debug_mode, str) and debug_mode not in ("default", "warn", "error"):
-        raise RuntimeError(
-            "invalid value of debug_mode, expected one of `default`, `warn`, `error`"
-        )
+    if isinstance(debug_mode, str):
+        if debug_mode not in _SYNC_DEBUG_MODES:
+            raise RuntimeError(
+                "invalid value of debug_mode, expected one of `default`, `warn`, `error`"
+            )
+        debug_mode = _SYNC_DEBUG_MODES[debug_mode]
+    _host_settings["sync_debug_mode"] = int(debug_mode)
+
+
+def _host_get_sync_debug_mode() -> int:
+    return int(_host_settings["sync_debug_mode"])
 
 
 def _host_can_device_access_peer(device: object, peer_device: object) -> bool:
@@ -317,6 +330,11 @@ def _host_runtime() -> dict[str, Callable[..., Any]]:
             raise TypeError("Invalid type for fraction argument, must be `float`")
         if not 0 <= fraction <= 1:
             raise ValueError(f"Invalid fraction value: {fraction}. Allowed range: 0~1")
+        _host_settings["memory_fraction"] = fraction
+
+    def get_per_process_memory_fraction(device: object = None) -> float:
+        _check_host_index(device, "get_per_process_memory_fraction")
+        return float(_host_settings["memory_fraction"])
 
     return {
         "can_device_access_peer": _host_can_device_access_peer,
@@ -329,10 +347,10 @@ def _host_runtime() -> dict[str, Callable[..., Any]]:
         "get_device_capability": lambda device=None: HOST_CAPABILITY,
         "get_device_name": lambda device=None: _host_name(),
         "get_device_properties": _host_properties,
-        "get_per_process_memory_fraction": lambda device=None: 1.0,
+        "get_per_process_memory_fraction": get_per_process_memory_fraction,
         "get_rng_state": get_rng_state,
         "get_rng_state_all": lambda: [generator.get_state()],
-        "get_sync_debug_mode": lambda: 0,
+        "get_sync_debug_mode": _host_get_sync_debug_mode,
         "init": _nothing,
         "initial_seed": generator.initial_seed,
         "ipc_collect": _nothing,
@@ -516,10 +534,57 @@ def memory_functions(device_type: str) -> dict[str, Callable[..., Any]]:
         function = getattr(memory, name, None)
         if function is None:
             function = _unsupported(device_type, name, f"torch.{device_type}.memory")
+        elif name == "_record_memory_history":
+            function = _history_recorder(function)
         elif name in _TAKES_DEVICE:
             function = _taking_mapped_device(function, device_type)
         functions[name] = function
     return functions
+
+
+#: ``torch.cuda.memory._record_memory_history``'s parameters, in order.
+_HISTORY_PARAMETERS = (
+    "enabled",
+    "context",
+    "stacks",
+    "max_entries",
+    "device",
+    "clear_history",
+    "compile_context",
+    "global_record_annotations",
+    "skip_actions",
+)
+
+
+def _history_recorder(function: Callable[..., Any]) -> Callable[..., Any]:
+    """A backend's ``_record_memory_history`` called with CUDA's arguments.
+
+    They are passed by name, and those the backend's function does not take
+    are dropped (CUDA itself ignores ``device``; XPU's takes neither it nor
+    the compile-context flags). The legacy form (``enabled`` a bool) goes
+    through as it is.
+    """
+    try:
+        parameters = inspect.signature(function).parameters
+    except (TypeError, ValueError):
+        return function
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()):
+        return function
+
+    @functools.wraps(function)
+    def record(*args: Any, **kwargs: Any) -> Any:
+        if isinstance(args[0] if args else kwargs.get("enabled"), bool):
+            return function(*args, **kwargs)
+        if len(args) > len(_HISTORY_PARAMETERS):
+            raise TypeError(
+                f"_record_memory_history() takes at most {len(_HISTORY_PARAMETERS)} "
+                f"arguments ({len(args)} given)"
+            )
+        given = dict(zip(_HISTORY_PARAMETERS, args, strict=False))
+        given.update(kwargs)
+        return function(**{name: value for name, value in given.items() if name in parameters})
+
+    return record
 
 
 # torch.cuda names whose work a backend does under another name.
@@ -528,7 +593,7 @@ _SAME_AS = {"reset_max_memory_allocated": "reset_peak_memory_stats"}
 # there is nothing to do: lazy initialisation, freeing memory shared with
 # other CUDA processes, and reporting synchronizations as CUDA's debug mode does.
 _WHERE_ABSENT: dict[str, Callable[..., Any]] = {
-    "get_sync_debug_mode": lambda: 0,
+    "get_sync_debug_mode": _host_get_sync_debug_mode,
     "init": _nothing,
     "ipc_collect": _nothing,
     "set_sync_debug_mode": _host_set_sync_debug_mode,

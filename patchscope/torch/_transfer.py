@@ -51,14 +51,11 @@ _stack_len = torch._C._len_torch_function_stack
 _stack_at = torch._C._get_function_stack_at
 _get_ident = threading.get_ident
 
-# Dynamo's frame callback: set while code torch.compile produced runs. Read
-# and cleared through torch's C module, so that torch._dynamo, slow to
-# import, is never imported here.
+# Dynamo's frame callback: set while code torch.compile produced runs.
+# Swapped through torch's C module (``set_eval_frame`` returns the one it
+# replaces), so that torch._dynamo, slow to import, is never imported here.
 _eval_frame = getattr(getattr(torch._C, "_dynamo", None), "eval_frame", None)
-_dynamo_callback: Any = getattr(_eval_frame, "get_eval_frame_callback", None)
 _set_dynamo_callback: Any = getattr(_eval_frame, "set_eval_frame", None)
-if _set_dynamo_callback is None:
-    _dynamo_callback = None
 
 
 def _skip_frames(code: Any) -> None:
@@ -414,14 +411,17 @@ class _DeviceMode(TorchFunctionMode):
         args: tuple[Any, ...] = (),
         kwargs: dict[str, Any] | None = None,
     ) -> Any:
-        if _dynamo_callback is not None and _dynamo_callback() is not None:
-            # Called from code torch.compile runs: map the call eagerly, as
-            # torch.compiler.disable() would, with Dynamo off meanwhile.
+        if _set_dynamo_callback is not None:
+            # Set while code torch.compile made runs: map the call eagerly,
+            # as torch.compiler.disable() would, with Dynamo off meanwhile.
+            # (Only setting it is used: torch 2.6 and 2.7's getter returns a
+            # reference it does not own.)
             prior = _set_dynamo_callback(None)
-            try:
-                return self.__torch_function__(func, types, args, kwargs)
-            finally:
-                _set_dynamo_callback(prior)
+            if prior is not None:
+                try:
+                    return self.__torch_function__(func, types, args, kwargs)
+                finally:
+                    _set_dynamo_callback(prior)
         if kwargs is None:
             kwargs = {}
         if not self._live or self not in _owned.get():

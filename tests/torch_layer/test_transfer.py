@@ -266,11 +266,14 @@ def test_monitoring_debug_and_snapshot_queries_answer_for_the_host(tmp_path: Any
         total = torch.cuda.mem_get_info()[1]
         assert 0 < torch.cuda.device_memory_used(0) <= total
         torch.cuda.set_sync_debug_mode("warn")
-        torch.cuda.set_sync_debug_mode(0)
+        assert torch.cuda.get_sync_debug_mode() == 1
         with pytest.raises(RuntimeError, match="debug_mode"):
             torch.cuda.set_sync_debug_mode("loud")
+        torch.cuda.set_sync_debug_mode(0)
         assert torch.cuda.get_sync_debug_mode() == 0
-        assert torch.cuda.get_per_process_memory_fraction("cuda:0") == 1.0
+        torch.cuda.set_per_process_memory_fraction(0.25, 0)
+        assert torch.cuda.get_per_process_memory_fraction("cuda:0") == 0.25
+        torch.cuda.set_per_process_memory_fraction(1.0)
         assert torch.cuda.can_device_access_peer(0, 1) is False
         with pytest.raises(ValueError, match="can_device_access_peer"):
             torch.cuda.can_device_access_peer("xpu", 0)
@@ -322,6 +325,26 @@ def test_monitors_and_snapshots_reach_a_backends_own(monkeypatch: pytest.MonkeyP
         functions["set_sync_debug_mode"]("loud")
     with pytest.raises(NotImplementedError, match=r"torch.xpu.memory has no _dump_snapshot\(\)"):
         memory["_dump_snapshot"]("x.pickle")
+    recorded: list[dict[str, Any]] = []
+
+    def xpu_record_memory_history(
+        enabled: Any = "all",
+        context: Any = "all",
+        stacks: str = "all",
+        max_entries: int = 1,
+        clear_history: bool = False,
+        skip_actions: Any = None,
+    ) -> None:
+        recorded.append({"enabled": enabled, "max_entries": max_entries, "clear": clear_history})
+
+    monkeypatch.setattr(torch.xpu.memory, "_record_memory_history", xpu_record_memory_history)
+    record = _runtime.memory_functions("xpu")["_record_memory_history"]
+    record("all", "all", "all", 10, 0, True, compile_context=True)  # CUDA's order
+    record(enabled=None, device="cuda:1")
+    assert recorded == [
+        {"enabled": "all", "max_entries": 10, "clear": True},
+        {"enabled": None, "max_entries": 1, "clear": False},
+    ]
     monkeypatch.setattr(torch._C, "_xpu_attach_out_of_memory_observer", print, raising=False)
     assert _runtime.oom_observer("xpu") is print
     monkeypatch.delattr(torch._C, "_xpu_attach_out_of_memory_observer")
@@ -845,6 +868,16 @@ def test_compiled_code_in_the_scope_gives_eager_results(backend: str) -> None:
             compiled = torch.compile(fn, backend=backend)
             assert torch.equal(compiled(*args), fn(*args))
             assert torch.equal(compiled(*args), fn(*args))  # and from its cache
+    # Dynamo compiled none of the mode's frames, nor those it calls.
+    cache_entries = torch._C._dynamo.eval_frame._debug_get_cache_entry_list
+    mapper = device_mapper(patchscope.torch.active_device_type())
+    for code in (
+        _transfer._DeviceMode.__torch_function__.__code__,
+        _transfer._to.__code__,
+        _transfer._mapped_device.__code__,
+        mapper.__code__,
+    ):
+        assert cache_entries(code) == [], code.co_name
     torch._dynamo.reset()
     assert _stack() == 0
 
