@@ -41,7 +41,10 @@ class FakeDevices:
         import torch
 
         self._monkeypatch.setattr(torch.xpu, "_is_compiled", lambda: True)
-        self._monkeypatch.setattr(torch.xpu, "_device_count_zes", lambda: 1)
+        if hasattr(torch.xpu, "_device_count_zes"):
+            self._monkeypatch.setattr(torch.xpu, "_device_count_zes", lambda: 1)
+        else:  # releases without it count in device_count() itself
+            self._monkeypatch.setattr(torch.xpu, "device_count", lambda: 1)
 
     def cuda_wheel_without_gpu(self) -> None:
         """Fake a CUDA build on a machine with no GPU: NVML is missing and the driver counts 0."""
