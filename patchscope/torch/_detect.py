@@ -1,11 +1,15 @@
 """Which device is active, and which device names patchscope.torch understands.
 
-Detection never poisons a later ``fork``: it asks torch which accelerator it
-was compiled with, then confirms that one is present with ``device_count()``,
-which on CUDA asks NVML before it would initialise the driver
-(``torch.cuda.is_available()`` initialises it unless
+Detection does not poison a later ``fork``: it asks torch which accelerator
+it was compiled with, then confirms that one is present with
+``device_count()``, which on CUDA asks NVML before it would initialise the
+driver (``torch.cuda.is_available()`` initialises it unless
 ``PYTORCH_NVML_BASED_CUDA_CHECK=1``; ``torch._C._get_accelerator()`` on
-torch 2.4-2.5 poisons fork too, so neither is used).
+torch 2.4-2.5 poisons fork too, so neither is used). The one exception is
+torch's own: a CUDA build on a machine without NVML (no NVIDIA driver), where
+``device_count()`` asks the CUDA runtime instead, and that marks a later
+fork as bad. Counting 0 without NVML would also answer "cpu" on a GPU whose
+container lacks NVML, so torch's answer is kept.
 """
 
 from __future__ import annotations
@@ -27,7 +31,9 @@ def active_device_type() -> str:
     The answer is ``"cpu"`` when torch has no accelerator, and also when it was
     compiled with one that is not present at run time (a CUDA wheel on a
     machine without a GPU). Calling it does not poison ``fork``: a child
-    forked afterwards can still use torch, and the accelerator too.
+    forked afterwards can still use torch, and the accelerator too (except
+    with a CUDA build on a machine without NVML, where torch's own
+    ``device_count()`` marks the fork as bad; see this module).
 
     Thread safety: safe to call from any thread; it keeps no state, so each
     call asks torch again.
