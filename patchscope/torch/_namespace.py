@@ -150,9 +150,6 @@ def _namespace_redirect(
     if event_class is _CUDA_EVENT:
         return None
     classes, functions = _streams(device_type, module)
-    functions = {
-        name: scoped_function(torch.cuda, name, function) for name, function in functions.items()
-    }
     return combine(
         redirect_construction(_CUDA_EVENT, event_class, scope=scope),
         *(redirect_construction(cuda, own, scope=scope) for cuda, own in classes.items()),
@@ -267,39 +264,6 @@ def _missing(device_type: str, name: str) -> Callable[..., Any]:
         f"torch.{device_type} has no {name}(), so device_namespace cannot stand in "
         f"for torch.cuda.{name} on {device_type!r}",
     )
-
-
-def scoped_function(module: ModuleType, name: str, stand_in: Callable[..., Any]) -> Any:
-    """*stand_in* for ``module.<name>``, acting only where that name gives it.
-
-    A reference taken while the name is redirected (``from torch.cuda import
-    synchronize`` in a module first imported inside the scope, or Dynamo's
-    ``CudaInterface``, which binds torch.cuda's functions when it is
-    imported) would otherwise keep the stand-in for good. This one calls
-    whatever the name gives in the caller's context: the stand-in inside the
-    scope, torch's own in every other thread and after the scope ends.
-    """
-
-    def scoped(*args: Any, **kwargs: Any) -> Any:
-        current = getattr(module, name)
-        if current is scoped:
-            return stand_in(*args, **kwargs)
-        return current(*args, **kwargs)
-
-    return functools.update_wrapper(scoped, stand_in)
-
-
-def redirect_function(
-    module: ModuleType, name: str, stand_in: Callable[..., Any], scope: Scope
-) -> Redirect:
-    """The redirect of ``module.<name>`` to *stand_in*, as a :func:`scoped_function`.
-
-    A class (``torch.cuda.device``'s stand-in) is installed as it is, so that
-    ``isinstance`` against the name keeps working.
-    """
-    if not isinstance(stand_in, type):
-        stand_in = scoped_function(module, name, stand_in)
-    return redirect_attr(module, name, stand_in, scope=scope)
 
 
 def missing_function(name: str, message: str) -> Callable[..., Any]:

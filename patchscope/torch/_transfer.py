@@ -32,13 +32,7 @@ from patchscope._redirect import deferred
 from . import _host
 from ._detect import device_type_of
 from ._events import event_class_of
-from ._namespace import (
-    Scope,
-    _check,
-    _dynamo_cuda_interface,
-    _namespace_redirect,
-    redirect_function,
-)
+from ._namespace import Scope, _check, _dynamo_cuda_interface, _namespace_redirect
 from ._runtime import (
     MEMORY_NAMES,
     NVTX_NAMES,
@@ -185,24 +179,24 @@ def _transfer_redirect(
     parts = [
         namespace,
         redirect_attr(torch, "Generator", _generator_class(device_type), scope=scope),
-        redirect_function(torch, "load", _load_onto(device_type), scope),
+        redirect_attr(torch, "load", _load_onto(device_type), scope=scope),
         *(
-            redirect_function(torch, name, function, scope)
+            redirect_attr(torch, name, function, scope=scope)
             for name, function in _autocast_queries(device_type).items()
         ),
         *(
-            redirect_function(torch.cuda, name, functions[name], scope)
+            redirect_attr(torch.cuda, name, functions[name], scope=scope)
             for name in RUNTIME_NAMES
             if hasattr(torch.cuda, name)  # torch releases add names
         ),
         *(
-            redirect_function(torch.cuda.memory, name, memory[name], scope)
+            redirect_attr(torch.cuda.memory, name, memory[name], scope=scope)
             for name in MEMORY_NAMES
             if hasattr(torch.cuda.memory, name)
         ),
         redirect_attr(torch._C, OOM_OBSERVER, oom_observer(device_type), create=True, scope=scope),
         *(
-            redirect_function(torch.cuda.nvtx, name, nvtx_functions()[name], scope)
+            redirect_attr(torch.cuda.nvtx, name, nvtx_functions()[name], scope=scope)
             for name in NVTX_NAMES
             if hasattr(torch.cuda.nvtx, name)
         ),
@@ -218,8 +212,8 @@ def _transfer_redirect(
 
         init = _init_process_group(distributed_c10d.init_process_group, device_type)
         parts += [
-            redirect_function(torch.distributed, "init_process_group", init, scope),
-            redirect_function(distributed_c10d, "init_process_group", init, scope),
+            redirect_attr(torch.distributed, "init_process_group", init, scope=scope),
+            redirect_attr(distributed_c10d, "init_process_group", init, scope=scope),
         ]
     return _Transfer(combine(*parts), device_type)
 

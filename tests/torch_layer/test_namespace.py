@@ -261,7 +261,7 @@ def test_namespace_on_cpu_redirects_every_name() -> None:
             assert torch.cuda.current_stream() is aux
         assert torch.cuda.synchronize() is None
         assert torch.cuda.is_current_stream_capturing() is False
-        assert torch.cuda.stream.__wrapped__ is _host.stream_context
+        assert torch.cuda.stream is _host.stream_context
         torch.cuda.set_stream(aux)
         assert torch.cuda.current_stream() is aux
         torch.cuda.set_stream(torch.cuda.default_stream())
@@ -327,7 +327,7 @@ def test_dynamo_device_interface_is_reached() -> None:
     }
     with device_namespace():
         interface = get_interface_for_device("cuda")
-        assert interface.synchronize.__wrapped__ is _host.synchronize
+        assert interface.synchronize is _host.synchronize
         assert isinstance(interface.current_stream(), HostStream)
         aux = interface.Stream()
         with interface.stream(aux):
@@ -391,9 +391,9 @@ def test_namespace_on_xpu_uses_xpu_streams(devices: Any) -> None:
     """XPU has streams: torch.xpu's functions stand in; its missing default_stream says so."""
     devices.active("xpu")
     with device_namespace():
-        assert torch.cuda.current_stream.__wrapped__ is torch.xpu.current_stream
-        assert torch.cuda.stream.__wrapped__ is torch.xpu.stream
-        assert torch.cuda.synchronize.__wrapped__ is torch.xpu.synchronize
+        assert torch.cuda.current_stream is torch.xpu.current_stream
+        assert torch.cuda.stream is torch.xpu.stream
+        assert torch.cuda.synchronize is torch.xpu.synchronize
         with pytest.raises(NotImplementedError, match=r"torch\.xpu has no default_stream"):
             torch.cuda.default_stream()
 
