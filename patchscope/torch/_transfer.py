@@ -64,15 +64,20 @@ def _skip_frames(code: Any) -> None:
     Through torch's C module, in the spelling of the installed release;
     nothing where it has neither.
     """
-    skip = getattr(_eval_frame, "skip_code", None)
-    if skip is not None:
-        skip(code)
-        return
-    setter = getattr(_eval_frame, "set_code_exec_strategy", None)
-    strategy = getattr(_eval_frame, "_FrameExecStrategy", None)
-    action = getattr(_eval_frame, "_FrameAction", None)
-    if setter is not None and strategy is not None and action is not None:
-        setter(code, strategy(action.SKIP, action.DEFAULT))
+    try:
+        skip = getattr(_eval_frame, "skip_code", None)
+        if skip is not None:
+            skip(code)
+            return
+        setter = getattr(_eval_frame, "set_code_exec_strategy", None)
+        strategy = getattr(_eval_frame, "_FrameExecStrategy", None)
+        action = getattr(_eval_frame, "_FrameAction", None)
+        if setter is not None and strategy is not None and action is not None:
+            setter(code, strategy(action.SKIP, action.DEFAULT))
+    except (TypeError, AttributeError, RuntimeError):
+        # A release that spells it otherwise: the callback swap in
+        # __torch_function__ still keeps Dynamo off what the mode runs.
+        pass
 
 
 # The modes the current context activated and has not ended.
