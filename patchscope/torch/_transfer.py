@@ -26,6 +26,7 @@ import torch
 import torch.utils._device as _torch_device
 from torch.overrides import TorchFunctionMode
 
+import patchscope
 from patchscope import Redirect, combine, redirect_attr
 from patchscope._redirect import deferred
 
@@ -220,7 +221,88 @@ def _transfer_redirect(
             redirect_attr(torch.distributed, "init_process_group", init, scope=scope),
             redirect_attr(distributed_c10d, "init_process_group", init, scope=scope),
         ]
-    return _Transfer(combine(*parts), device_type)
+    redirects = combine(*parts)
+    # Without Dynamo loaded now, an import of it in the scope binds the
+    # stand-ins into CudaInterface: the handle takes them out again (see
+    # _unbind_stand_ins). With it loaded, its names are redirected instead.
+    return _Transfer(redirects, device_type, unbind=dynamo is None)
+
+
+# id(stand-in) -> (the stand-in, the torch.cuda names it stands in for): one
+# stand-in may serve several names (a query that answers 0).
+_StandIns = dict[int, tuple[Any, frozenset[str]]]
+
+
+def _cuda_stand_ins(redirects: Redirect) -> _StandIns:
+    """The values that *redirects* put in place of ``torch.cuda``'s names, by identity."""
+    found: _StandIns = {}
+    nothing: frozenset[str] = frozenset()
+    pending = [redirects]
+    while pending:
+        redirect: Any = pending.pop()
+        parts = getattr(redirect, "_parts", None)
+        if parts is not None:
+            pending.extend(parts)
+        elif getattr(redirect, "_target", None) is torch.cuda:
+            value = redirect._replacement
+            names = found.get(id(value), (value, nothing))[1]
+            found[id(value)] = (value, names | {redirect._name})
+    return found
+
+
+# The stand-ins an ended scope found bound in Dynamo's CudaInterface while
+# other activations on torch.cuda were still open; the last one to end takes
+# them out. Guarded by _unbind_lock.
+_stand_ins_left: _StandIns = {}
+_unbind_lock = threading.Lock()
+
+
+def _unbind_stand_ins(stand_ins: _StandIns | None) -> None:
+    """Give Dynamo's CudaInterface torch.cuda's own functions where a scope bound stand-ins.
+
+    ``torch._dynamo.device_interface`` binds ``torch.cuda``'s functions into
+    CudaInterface once, when it is first imported (``device_count =
+    staticmethod(torch.cuda.device_count)``). Imported inside a scope, as the
+    first ``torch.compile`` there does, it binds the stand-ins, which would
+    answer for the device ever after. Called when a scope has ended: once no
+    activation on ``torch.cuda`` is open, in any thread, each attribute that
+    holds a stand-in gets what ``torch.cuda`` names now, bound as it was.
+    Until then the scopes still open rely on them, so they are kept, and
+    the last scope to end takes them out.
+    """
+    if stand_ins is None and not _stand_ins_left:
+        return
+    interface = _dynamo_cuda_interface()
+    if interface is None:
+        return
+    with _unbind_lock:
+        for key, (value, names) in (stand_ins or {}).items():
+            _stand_ins_left[key] = (value, _stand_ins_left.get(key, (value, names))[1] | names)
+        if not _stand_ins_left:
+            return
+        if any(act.target is torch.cuda for act in patchscope.active()):
+            return
+        own = vars(torch.cuda)
+        for attr, value in list(vars(interface).items()):
+            bound = value.__func__ if isinstance(value, staticmethod) else value
+            value_names = _stand_ins_left.get(id(bound))
+            if value_names is None or value_names[0] is not bound:
+                continue
+            # CudaInterface binds torch.cuda's names as its own (``device_count
+            # = staticmethod(torch.cuda.device_count)``); a stand-in serving
+            # several names is unbound only where the name says which.
+            names = value_names[1]
+            if attr in names:
+                name = attr
+            elif len(names) == 1:
+                (name,) = names
+            else:
+                continue
+            original = own.get(name)
+            if original is None or id(original) in _stand_ins_left:
+                continue
+            setattr(interface, attr, staticmethod(original) if bound is not value else original)
+        _stand_ins_left.clear()
 
 
 # The class itself: inside a scope ``torch.Generator`` names the stand-in below.
@@ -281,15 +363,17 @@ def _load_onto(device_type: str) -> Callable[..., Any]:
 class _Transfer(Redirect):
     """The redirects of one device, and a device mode entered after them."""
 
-    __slots__ = ("__weakref__", "_device", "_handles", "_redirects")
+    __slots__ = ("__weakref__", "_device", "_handles", "_redirects", "_stand_ins")
 
-    def __init__(self, redirects: Redirect, device_type: str) -> None:
+    def __init__(self, redirects: Redirect, device_type: str, unbind: bool = False) -> None:
         self._redirects = redirects
         self._device = device_type
         self._handles: list[Any] = []
+        # By identity, so never pickled: rebuilt from the redirects instead.
+        self._stand_ins = _cuda_stand_ins(redirects) if unbind else None
 
     def _args(self) -> tuple[Any, ...]:
-        return (self._redirects, self._device)
+        return (self._redirects, self._device, self._stand_ins is not None)
 
     def _activate(self, code: Any, lasti: int) -> _TransferHandle:
         # Everything that can fail comes before the mode is pushed: the
@@ -299,7 +383,7 @@ class _Transfer(Redirect):
         try:
             inner = self._redirects._activate(code, lasti)
             mode = _DeviceMode(self._device)
-            handle = _TransferHandle(inner, mode)
+            handle = _TransferHandle(inner, mode, self._stand_ins)
             _enter(mode)
         except BaseException:
             try:
@@ -318,11 +402,21 @@ class _Transfer(Redirect):
 class _TransferHandle:
     """The handle of one activation: the redirects' handle and the mode."""
 
-    __slots__ = ("__weakref__", "_frame", "_inner", "_mode", "_modes", "_pushed", "thread_id")
+    __slots__ = (
+        "__weakref__",
+        "_frame",
+        "_inner",
+        "_mode",
+        "_modes",
+        "_pushed",
+        "_stand_ins",
+        "thread_id",
+    )
 
-    def __init__(self, inner: Any, mode: _DeviceMode) -> None:
+    def __init__(self, inner: Any, mode: _DeviceMode, stand_ins: _StandIns | None) -> None:
         self._inner = inner
         self._mode = mode
+        self._stand_ins = stand_ins
         self._modes = [mode]  # emptied once a stop() has ended both parts
         self.thread_id = _get_ident()
         self._pushed = False
@@ -351,6 +445,7 @@ class _TransferHandle:
         finally:
             self._modes.clear()
             self._inner.stop()
+        _unbind_stand_ins(self._stand_ins)
 
 
 def _enter(mode: _DeviceMode) -> None:

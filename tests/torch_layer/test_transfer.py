@@ -884,6 +884,52 @@ def test_compiled_code_in_the_scope_gives_eager_results(backend: str) -> None:
     assert _stack() == 0
 
 
+# What Dynamo's CudaInterface binds from torch.cuda when it is first imported.
+_DYNAMO_BOUND = (
+    "current_device",
+    "current_stream",
+    "device_count",
+    "get_device_properties",
+    "is_bf16_supported",
+    "memory_allocated",
+    "set_device",
+    "set_stream",
+    "stream",
+    "synchronize",
+)
+
+
+@needs_no_cuda
+def test_dynamo_first_imported_in_a_scope_binds_torch_cuda_after_it() -> None:
+    """The first torch.compile in a scope imports Dynamo; its interface holds no stand-in after.
+
+    CudaInterface binds torch.cuda's functions once, at import: in the scope
+    it binds the stand-ins. They stay while any scope is open (the outer one
+    here relies on them), and the last one to end binds torch.cuda's own.
+    """
+    code = f"""
+import sys, torch
+from patchscope.torch import transfer_to_device
+assert "torch._dynamo.device_interface" not in sys.modules
+with transfer_to_device():
+    with transfer_to_device():
+        compiled = torch.compile(lambda x: x * 2, backend="eager")
+        assert compiled(torch.ones(2)).tolist() == [2.0, 2.0]
+    from torch._dynamo.device_interface import CudaInterface
+    assert CudaInterface.device_count() == 1  # still the stand-in: a scope is open
+    assert compiled(torch.ones(2)).tolist() == [2.0, 2.0]
+assert CudaInterface.device_count() == torch.cuda.device_count() == 0
+assert CudaInterface.device is torch.cuda.device
+for name in {_DYNAMO_BOUND!r}:
+    assert isinstance(vars(CudaInterface)[name], staticmethod), name
+    assert getattr(CudaInterface, name) is getattr(torch.cuda, name), name
+print("bound", len({_DYNAMO_BOUND!r}))
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["bound", str(len(_DYNAMO_BOUND))]
+
+
 @needs_no_cuda
 def test_nested_scopes_unwind_one_at_a_time() -> None:
     """A scope inside a scope adds one mode; ending the inner one leaves the outer one working."""
