@@ -219,8 +219,12 @@ def _host_dump_snapshot(
         pickle.dump(_host_snapshot(), f)
 
 
-def _host_record_memory_history(enabled: object = "all", *args: Any, **kwargs: Any) -> None:
-    """Recording starts and stops as asked; the host has no allocator events to record."""
+def _host_record_memory_history(*args: Any, **kwargs: Any) -> None:
+    """Recording starts and stops as asked; the host has no allocator events to record.
+
+    The arguments are checked as CUDA's function checks them.
+    """
+    _bound(_HISTORY_CALL, _history_signature(args, kwargs), args, kwargs)
 
 
 def _host_memory_snapshot(mempool_id: object = None, include_traces: bool = True) -> list[Any]:
@@ -511,6 +515,8 @@ def runtime_functions(device_type: str) -> dict[str, Callable[..., Any]]:
             function = _fraction_setter(function, device_type)
         elif name == "can_device_access_peer":
             function = _taking_mapped_devices(function, device_type)
+        elif name == "memory_snapshot":
+            function = _snapshot_taker(function)
         elif name in _TAKES_DEVICE:
             function = _taking_mapped_device(function, device_type)
         functions[name] = function
@@ -536,13 +542,17 @@ def memory_functions(device_type: str) -> dict[str, Callable[..., Any]]:
             function = _unsupported(device_type, name, f"torch.{device_type}.memory")
         elif name == "_record_memory_history":
             function = _history_recorder(function)
+        elif name == "memory_snapshot":
+            function = _snapshot_taker(function)
         elif name in _TAKES_DEVICE:
             function = _taking_mapped_device(function, device_type)
         functions[name] = function
     return functions
 
 
-#: ``torch.cuda.memory._record_memory_history``'s parameters, in order.
+#: ``torch.cuda.memory._record_memory_history``'s parameters, in order, where
+#: torch does not say them (only the names matter: arguments are bound, and
+#: defaults are left to the function called).
 _HISTORY_PARAMETERS = (
     "enabled",
     "context",
@@ -556,13 +566,52 @@ _HISTORY_PARAMETERS = (
 )
 
 
-def _history_recorder(function: Callable[..., Any]) -> Callable[..., Any]:
-    """A backend's ``_record_memory_history`` called with CUDA's arguments.
+def _signature_of(owner: object, name: str, names: tuple[str, ...] = ()) -> inspect.Signature:
+    """``owner.name``'s signature; made from *names* where it cannot be had."""
+    try:
+        return inspect.signature(getattr(owner, name))
+    except (AttributeError, TypeError, ValueError):
+        kind = inspect.Parameter.POSITIONAL_OR_KEYWORD
+        return inspect.Signature([inspect.Parameter(n, kind, default=None) for n in names])
 
-    They are passed by name, and those the backend's function does not take
-    are dropped (CUDA itself ignores ``device``; XPU's takes neither it nor
-    the compile-context flags). The legacy form (``enabled`` a bool) goes
-    through as it is.
+
+def _history_signature(args: tuple[Any, ...], kwargs: dict[str, Any]) -> inspect.Signature:
+    """What CUDA's ``_record_memory_history`` takes for these arguments.
+
+    The legacy form (``enabled`` a bool) has parameters of its own.
+    """
+    memory = torch.cuda.memory
+    if isinstance(args[0] if args else kwargs.get("enabled"), bool):
+        return _signature_of(memory, "_record_memory_history_legacy", ("enabled",))
+    return _signature_of(memory, "_record_memory_history_impl", _HISTORY_PARAMETERS)
+
+
+_HISTORY_CALL = "torch.cuda.memory._record_memory_history()"
+
+
+def _bound(
+    call: str, signature: inspect.Signature, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> dict[str, Any]:
+    """The arguments given, by name, as *signature* binds them; a TypeError naming *call* if not."""
+    try:
+        return dict(signature.bind(*args, **kwargs).arguments)
+    except TypeError as exc:
+        raise TypeError(f"{call}: {exc}") from None
+
+
+def _called_as_cuda(
+    function: Callable[..., Any],
+    call: str,
+    cuda: Callable[[tuple[Any, ...], dict[str, Any]], inspect.Signature | None],
+) -> Callable[..., Any]:
+    """A backend's *function* called with the arguments of CUDA's function of the same name.
+
+    They are bound to CUDA's signature (``cuda(args, kwargs)``), so what CUDA
+    refuses raises a TypeError that names *call*; then they are passed by
+    name, without those the backend's function does not take (XPU's
+    ``_record_memory_history`` takes neither ``device`` nor the
+    compile-context flags, its ``memory_snapshot`` no ``include_traces``).
+    Where ``cuda`` gives None they go through as they are.
     """
     try:
         parameters = inspect.signature(function).parameters
@@ -572,19 +621,33 @@ def _history_recorder(function: Callable[..., Any]) -> Callable[..., Any]:
         return function
 
     @functools.wraps(function)
-    def record(*args: Any, **kwargs: Any) -> Any:
-        if isinstance(args[0] if args else kwargs.get("enabled"), bool):
+    def as_cuda(*args: Any, **kwargs: Any) -> Any:
+        signature = cuda(args, kwargs)
+        if signature is None:
             return function(*args, **kwargs)
-        if len(args) > len(_HISTORY_PARAMETERS):
-            raise TypeError(
-                f"_record_memory_history() takes at most {len(_HISTORY_PARAMETERS)} "
-                f"arguments ({len(args)} given)"
-            )
-        given = dict(zip(_HISTORY_PARAMETERS, args, strict=False))
-        given.update(kwargs)
+        given = _bound(call, signature, args, kwargs)
         return function(**{name: value for name, value in given.items() if name in parameters})
 
-    return record
+    return as_cuda
+
+
+def _history_recorder(function: Callable[..., Any]) -> Callable[..., Any]:
+    """A backend's ``_record_memory_history`` called with CUDA's arguments.
+
+    The legacy form (``enabled`` a bool) goes through as it is.
+    """
+
+    def cuda(args: tuple[Any, ...], kwargs: dict[str, Any]) -> inspect.Signature | None:
+        legacy = isinstance(args[0] if args else kwargs.get("enabled"), bool)
+        return None if legacy else _history_signature(args, kwargs)
+
+    return _called_as_cuda(function, _HISTORY_CALL, cuda)
+
+
+def _snapshot_taker(function: Callable[..., Any]) -> Callable[..., Any]:
+    """A backend's ``memory_snapshot`` called with CUDA's arguments."""
+    signature = _signature_of(torch.cuda.memory, "memory_snapshot", ("mempool_id",))
+    return _called_as_cuda(function, "torch.cuda.memory_snapshot()", lambda *_: signature)
 
 
 # torch.cuda names whose work a backend does under another name.

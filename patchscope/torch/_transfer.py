@@ -59,26 +59,29 @@ _eval_frame = getattr(getattr(torch._C, "_dynamo", None), "eval_frame", None)
 _set_dynamo_callback: Any = getattr(_eval_frame, "set_eval_frame", None)
 
 
-def _skip_frames(code: Any) -> None:
+def _skip_frames(code: Any) -> bool:
     """Dynamo never compiles a frame of *code* (what ``torch._dynamo.eval_frame.skip_code`` does).
 
     Through torch's C module, in the spelling of the installed release;
-    nothing where it has neither.
+    nothing where it has neither. Returns whether the mark was made.
     """
     try:
         skip = getattr(_eval_frame, "skip_code", None)
         if skip is not None:
             skip(code)
-            return
+            return True
         setter = getattr(_eval_frame, "set_code_exec_strategy", None)
         strategy = getattr(_eval_frame, "_FrameExecStrategy", None)
         action = getattr(_eval_frame, "_FrameAction", None)
         if setter is not None and strategy is not None and action is not None:
             setter(code, strategy(action.SKIP, action.DEFAULT))
+            return True
     except (TypeError, AttributeError, RuntimeError):
-        # A release that spells it otherwise: the callback swap in
-        # __torch_function__ still keeps Dynamo off what the mode runs.
         pass
+    # A release that spells it otherwise: Dynamo may compile the mode's own
+    # frame, which it sees before its first line runs; the callback swap in
+    # __torch_function__ still keeps Dynamo off everything that frame calls.
+    return False
 
 
 # The modes the current context activated and has not ended.

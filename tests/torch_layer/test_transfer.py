@@ -265,19 +265,24 @@ def test_monitoring_debug_and_snapshot_queries_answer_for_the_host(tmp_path: Any
         assert [getattr(torch.cuda, name)() for name in names] == [0] * len(names)
         total = torch.cuda.mem_get_info()[1]
         assert 0 < torch.cuda.device_memory_used(0) <= total
-        torch.cuda.set_sync_debug_mode("warn")
-        assert torch.cuda.get_sync_debug_mode() == 1
-        with pytest.raises(RuntimeError, match="debug_mode"):
-            torch.cuda.set_sync_debug_mode("loud")
-        torch.cuda.set_sync_debug_mode(0)
+        try:
+            torch.cuda.set_sync_debug_mode("warn")
+            assert torch.cuda.get_sync_debug_mode() == 1
+            with pytest.raises(RuntimeError, match="debug_mode"):
+                torch.cuda.set_sync_debug_mode("loud")
+            torch.cuda.set_per_process_memory_fraction(0.25, 0)
+            assert torch.cuda.get_per_process_memory_fraction("cuda:0") == 0.25
+        finally:  # process-wide, as on CUDA: back to torch's defaults for other tests
+            torch.cuda.set_sync_debug_mode(0)
+            torch.cuda.set_per_process_memory_fraction(1.0)
         assert torch.cuda.get_sync_debug_mode() == 0
-        torch.cuda.set_per_process_memory_fraction(0.25, 0)
-        assert torch.cuda.get_per_process_memory_fraction("cuda:0") == 0.25
-        torch.cuda.set_per_process_memory_fraction(1.0)
         assert torch.cuda.can_device_access_peer(0, 1) is False
         with pytest.raises(ValueError, match="can_device_access_peer"):
             torch.cuda.can_device_access_peer("xpu", 0)
         torch.cuda.memory._record_memory_history(max_entries=10)
+        torch.cuda.memory._record_memory_history(True, trace_alloc_max_entries=10)  # legacy
+        with pytest.raises(TypeError, match=r"_record_memory_history\(\): .*'max_entrie'"):
+            torch.cuda.memory._record_memory_history(max_entrie=10)
         snapshot = torch.cuda.memory._snapshot()
         assert snapshot == {"segments": [], "device_traces": [[]]}
         assert torch.cuda.memory_snapshot() == torch.cuda.memory.memory_snapshot() == []
@@ -347,6 +352,28 @@ def test_monitors_and_snapshots_reach_a_backends_own(monkeypatch: pytest.MonkeyP
         {"enabled": "all", "max_entries": 10, "clear": True},
         {"enabled": None, "max_entries": 1, "clear": False},
     ]
+    # What CUDA's refuses is refused, not dropped: a misspelt or repeated argument.
+    with pytest.raises(TypeError, match=r"_record_memory_history\(\): .*'max_entrie'"):
+        record("all", max_entrie=10)
+    with pytest.raises(TypeError, match="multiple values for argument 'enabled'"):
+        record("all", enabled="state")
+    assert len(recorded) == 2
+    snapshots: list[Any] = []
+
+    def xpu_memory_snapshot(mempool_id: Any = None) -> list[Any]:
+        snapshots.append(mempool_id)
+        return []
+
+    monkeypatch.setattr(torch.xpu, "memory_snapshot", xpu_memory_snapshot, raising=False)
+    monkeypatch.setattr(torch.xpu.memory, "memory_snapshot", xpu_memory_snapshot, raising=False)
+    for snapshot in (
+        _runtime.runtime_functions("xpu")["memory_snapshot"],
+        _runtime.memory_functions("xpu")["memory_snapshot"],
+    ):
+        assert snapshot((1, 2), False) == snapshot(include_traces=False) == []
+        with pytest.raises(TypeError, match=r"memory_snapshot\(\): .*'traces'"):
+            snapshot(traces=False)
+    assert snapshots == [(1, 2), None, (1, 2), None]
     monkeypatch.setattr(torch._C, "_xpu_attach_out_of_memory_observer", print, raising=False)
     assert _runtime.oom_observer("xpu") is print
     monkeypatch.delattr(torch._C, "_xpu_attach_out_of_memory_observer")
@@ -862,26 +889,68 @@ def test_compiled_code_in_the_scope_gives_eager_results(backend: str) -> None:
 
     x = torch.arange(4.0)
     q, k, v = torch.randn(3, 2, 4, 8, generator=torch.Generator().manual_seed(0))
+    cache_entries = torch._C._dynamo.eval_frame._debug_get_cache_entry_list
+    mapper = device_mapper(patchscope.torch.active_device_type())
+    mode_codes = (
+        _transfer._DeviceMode.__torch_function__.__code__,
+        _transfer._to.__code__,
+        _transfer._mapped_device.__code__,
+        mapper.__code__,
+    )
+    torch._dynamo.reset()
     with transfer_to_device(), warnings.catch_warnings():
         warnings.simplefilter("ignore")
         assert torch.compile(step, backend=backend)(torch.ones(2)).item() == 6.0
+        # Dynamo compiled none of the mode's frames, nor those it calls to
+        # map step's devices.
+        for code in mode_codes:
+            assert cache_entries(code) == [], code.co_name
         for fn, args in [(chain, (x,)), (chain, (x + 1,)), (attention, (q, k, v))]:
             torch._dynamo.reset()
             compiled = torch.compile(fn, backend=backend)
             assert torch.equal(compiled(*args), fn(*args))
             assert torch.equal(compiled(*args), fn(*args))  # and from its cache
-    # Dynamo compiled none of the mode's frames, nor those it calls.
-    cache_entries = torch._C._dynamo.eval_frame._debug_get_cache_entry_list
-    mapper = device_mapper(patchscope.torch.active_device_type())
-    for code in (
-        _transfer._DeviceMode.__torch_function__.__code__,
-        _transfer._to.__code__,
-        _transfer._mapped_device.__code__,
-        mapper.__code__,
-    ):
-        assert cache_entries(code) == [], code.co_name
+    assert cache_entries(mode_codes[0]) == []
     torch._dynamo.reset()
     assert _stack() == 0
+
+
+@needs_no_cuda
+def test_dynamo_is_on_again_after_each_op_of_compiled_code() -> None:
+    """The mode turns Dynamo off while it maps one op, and back on for the frames after it.
+
+    Without the callback put back, Dynamo would see only the compiled
+    function's own frame, and nothing it calls after its first op.
+    """
+    from torch._dynamo.utils import counters
+
+    def inner(n: int) -> int:
+        return sum(i * i for i in range(n))
+
+    def outer(x: Any) -> Any:
+        return x.to("cuda") + 1, inner(50)
+
+    def failing(x: Any) -> Any:
+        return x.to("cuda") @ torch.ones(3, device="cuda")  # shapes that do not match
+
+    set_callback = torch._C._dynamo.eval_frame.set_eval_frame
+    torch._dynamo.reset()
+    counters.clear()
+    with transfer_to_device(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        y, total = torch.compile(outer, backend="eager")(torch.ones(2))
+        assert torch.equal(y, torch.full((2,), 2.0)) and total == sum(i * i for i in range(50))
+        assert counters["frames"]["total"] >= 2, dict(counters["frames"])
+        with pytest.raises(RuntimeError):
+            torch.compile(failing, backend="eager")(torch.ones(2))
+    assert set_callback(None) is None  # no callback left behind, even after the error
+    torch._dynamo.reset()
+    assert _stack() == 0
+
+
+def test_the_installed_torch_lets_dynamo_skip_the_mode() -> None:
+    """The mode's frame is marked for Dynamo to skip in the installed release's spelling."""
+    assert _transfer._skip_frames(_transfer._DeviceMode.__torch_function__.__code__)
 
 
 # What Dynamo's CudaInterface binds from torch.cuda when it is first imported.
