@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextvars
 import functools
+import os
 import sys
 import threading
 from collections.abc import Callable
@@ -258,6 +259,13 @@ def _cuda_stand_ins(redirects: Redirect) -> _StandIns:
 # them out. Guarded by _unbind_lock.
 _stand_ins_left: _StandIns = {}
 _unbind_lock = threading.Lock()
+# Held across fork() (taken before the registry's lock, as _unbind_stand_ins
+# takes them), so that a child never inherits it taken.
+os.register_at_fork(
+    before=_unbind_lock.acquire,
+    after_in_parent=_unbind_lock.release,
+    after_in_child=_unbind_lock.release,
+)
 
 
 def _unbind_stand_ins(stand_ins: _StandIns | None) -> None:
