@@ -209,6 +209,7 @@ def _nothing(device: object = None) -> None:
 
 def _host_snapshot(device: object = None, augment_with_fx_traces: bool = False) -> dict[str, Any]:
     """``torch.cuda.memory._snapshot()`` on the host: no allocator segments, no trace entries."""
+    _check_host_index(device, "memory._snapshot")
     return {"segments": [], "device_traces": [[]]}
 
 
@@ -340,47 +341,78 @@ def _host_runtime() -> dict[str, Callable[..., Any]]:
         _check_host_index(device, "get_per_process_memory_fraction")
         return float(_host_settings["memory_fraction"])
 
+    return _checking_devices(
+        {
+            "can_device_access_peer": _host_can_device_access_peer,
+            "clock_rate": _zero,
+            "current_device": lambda: 0,
+            "device": _host_device,
+            "device_count": lambda: 1,
+            "device_memory_used": _host_memory_used,
+            "empty_cache": lambda: None,
+            "get_device_capability": lambda device=None: HOST_CAPABILITY,
+            "get_device_name": lambda device=None: _host_name(),
+            "get_device_properties": _host_properties,
+            "get_per_process_memory_fraction": get_per_process_memory_fraction,
+            "get_rng_state": get_rng_state,
+            "get_rng_state_all": lambda: [generator.get_state()],
+            "get_sync_debug_mode": _host_get_sync_debug_mode,
+            "init": _nothing,
+            "initial_seed": generator.initial_seed,
+            "ipc_collect": _nothing,
+            "is_available": lambda: True,
+            "is_bf16_supported": lambda including_emulation=True: True,
+            "manual_seed": seed,
+            "manual_seed_all": seed,
+            "max_memory_allocated": _zero,
+            "mem_get_info": mem_get_info,
+            "memory_allocated": _zero,
+            "memory_reserved": _zero,
+            "memory_snapshot": _host_memory_snapshot,
+            "memory_stats": memory_stats,
+            "memory_summary": memory_summary,
+            "memory_usage": _zero,
+            "power_draw": _zero,
+            "reset_accumulated_memory_stats": _nothing,
+            "reset_max_memory_allocated": _nothing,
+            "reset_peak_memory_stats": _nothing,
+            "set_device": _host_set_device,
+            "set_per_process_memory_fraction": set_per_process_memory_fraction,
+            "set_rng_state": set_rng_state,
+            "set_rng_state_all": set_rng_state_all,
+            "set_sync_debug_mode": _host_set_sync_debug_mode,
+            "temperature": _zero,
+            "utilization": _zero,
+        }
+    )
+
+
+# Host stand-ins that check their device argument themselves.
+_CHECKS_ITS_DEVICE = frozenset({"device", "set_device", "get_per_process_memory_fraction"})
+
+
+def _checking_devices(functions: dict[str, Callable[..., Any]]) -> dict[str, Callable[..., Any]]:
+    """The host stand-ins, those of :data:`_TAKES_DEVICE` refusing what is not a CUDA device.
+
+    As ``torch.cuda.utilization("xpu:1")`` raises on CUDA, so does its stand-in
+    (see _check_host_index); each gets a function of its own, named as the
+    one it stands in for.
+    """
+
+    def checking(name: str, function: Callable[..., Any]) -> Callable[..., Any]:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            _check_host_index(args[0] if args else kwargs.get("device"), name)
+            return function(*args, **kwargs)
+
+        call.__name__ = call.__qualname__ = name
+        call.__doc__ = function.__doc__
+        return call
+
     return {
-        "can_device_access_peer": _host_can_device_access_peer,
-        "clock_rate": _zero,
-        "current_device": lambda: 0,
-        "device": _host_device,
-        "device_count": lambda: 1,
-        "device_memory_used": _host_memory_used,
-        "empty_cache": lambda: None,
-        "get_device_capability": lambda device=None: HOST_CAPABILITY,
-        "get_device_name": lambda device=None: _host_name(),
-        "get_device_properties": _host_properties,
-        "get_per_process_memory_fraction": get_per_process_memory_fraction,
-        "get_rng_state": get_rng_state,
-        "get_rng_state_all": lambda: [generator.get_state()],
-        "get_sync_debug_mode": _host_get_sync_debug_mode,
-        "init": _nothing,
-        "initial_seed": generator.initial_seed,
-        "ipc_collect": _nothing,
-        "is_available": lambda: True,
-        "is_bf16_supported": lambda including_emulation=True: True,
-        "manual_seed": seed,
-        "manual_seed_all": seed,
-        "max_memory_allocated": _zero,
-        "mem_get_info": mem_get_info,
-        "memory_allocated": _zero,
-        "memory_reserved": _zero,
-        "memory_snapshot": _host_memory_snapshot,
-        "memory_stats": memory_stats,
-        "memory_summary": memory_summary,
-        "memory_usage": _zero,
-        "power_draw": _zero,
-        "reset_accumulated_memory_stats": _nothing,
-        "reset_max_memory_allocated": _nothing,
-        "reset_peak_memory_stats": _nothing,
-        "set_device": _host_set_device,
-        "set_per_process_memory_fraction": set_per_process_memory_fraction,
-        "set_rng_state": set_rng_state,
-        "set_rng_state_all": set_rng_state_all,
-        "set_sync_debug_mode": _host_set_sync_debug_mode,
-        "temperature": _zero,
-        "utilization": _zero,
+        name: checking(name, function)
+        if name in _TAKES_DEVICE and name not in _CHECKS_ITS_DEVICE
+        else function
+        for name, function in functions.items()
     }
 
 

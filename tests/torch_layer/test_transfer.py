@@ -263,6 +263,11 @@ def test_monitoring_debug_and_snapshot_queries_answer_for_the_host(tmp_path: Any
         torch.cuda.memory._record_memory_history(max_entries=10)
     with transfer_to_device():
         assert [getattr(torch.cuda, name)() for name in names] == [0] * len(names)
+        assert torch.cuda.utilization("cuda:1") == torch.cuda.memory_usage(device=0) == 0
+        with pytest.raises(ValueError, match=r"torch.cuda.utilization\('xpu:3'\)"):
+            torch.cuda.utilization("xpu:3")
+        with pytest.raises(ValueError, match=r"torch.cuda.memory._snapshot\('mps'\)"):
+            torch.cuda.memory._snapshot(device="mps")
         total = torch.cuda.mem_get_info()[1]
         assert 0 < torch.cuda.device_memory_used(0) <= total
         try:
