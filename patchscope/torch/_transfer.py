@@ -4,7 +4,7 @@ Two mechanisms, entered together at each activation:
 
 * Redirects (context-scoped by default): ``device_namespace()``'s names, the
   ``torch.cuda`` runtime queries (``_runtime``), ``__init__`` of autocast,
-  GradScaler and DistributedDataParallel, and ``init_process_group``.
+  GradScaler, DistributedDataParallel and DeviceMesh, and ``init_process_group``.
 * A ``TorchFunctionMode`` (``_DeviceMode``), as ``torch.utils._device.DeviceContext``
   uses, that maps CUDA device arguments wherever torch takes one, instead of
   patching every factory and method. torch's mode stack is per thread, not per
@@ -123,8 +123,10 @@ def transfer_to_device(
     * ``torch.distributed.init_process_group(backend="nccl")`` uses the
       device's backend (gloo on the CPU), ``DistributedDataParallel`` takes
       CUDA-style ``device_ids``/``output_device``, and FSDP (when the program
-      imported it) a CUDA-style ``device_id``; ``DataParallel`` passes calls
-      through to the model on the one device, as torch does on the CPU;
+      imported it) a CUDA-style ``device_id``; a ``DeviceMesh`` of "cuda"
+      (``init_device_mesh("cuda", ...)``, for FSDP2's ``fully_shard``) is one
+      of ``device``; ``DataParallel`` passes calls through to the model on
+      the one device, as torch does on the CPU;
     * the profiler's CUDA activity (``ProfilerActivity.CUDA``,
       ``use_device="cuda"``) profiles the device's own activity, or on the
       CPU and MPS the CPU's only.
@@ -802,6 +804,24 @@ def _fsdp_init(init: Callable[..., None], device_type: str) -> Callable[..., Non
     return __init__
 
 
+def _device_mesh_init(init: Callable[..., None], device_type: str) -> Callable[..., None]:
+    """DeviceMesh (so ``init_device_mesh``, however imported): a "cuda" mesh is one of the device.
+
+    FSDP2's ``fully_shard``, tensor parallelism and DTensor take the device
+    from the mesh; a "cuda" mesh made them expect the parameters on "cuda:0".
+    """
+
+    @functools.wraps(init)
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        if args and args[0] == "cuda":
+            args = (device_type, *args[1:])
+        elif kwargs.get("device_type") == "cuda":
+            kwargs["device_type"] = device_type
+        init(self, *args, **kwargs)
+
+    return __init__
+
+
 def _init_wrappers(
     fsdp: type | None,
 ) -> list[tuple[type, Callable[[Callable[..., None], str], Any]]]:
@@ -819,6 +839,9 @@ def _init_wrappers(
         from torch.nn.parallel import DistributedDataParallel
 
         wrappers.append((DistributedDataParallel, _ddp_init))
+        from torch.distributed.device_mesh import DeviceMesh
+
+        wrappers.append((DeviceMesh, _device_mesh_init))
     if fsdp is not None:
         wrappers.append((fsdp, _fsdp_init))
     return wrappers

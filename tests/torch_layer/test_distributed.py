@@ -149,7 +149,7 @@ def test_decorated_model_in_spawned_gloo_job(
 
 @transfer_to_device()
 def _cuda_written_rank(rank: int, store: str) -> dict[str, Any]:
-    """A CUDA-written rank: nccl, set_device(local_rank), DDP device_ids, FSDP device_id."""
+    """A CUDA-written rank: nccl, set_device(local_rank), DDP device_ids, FSDP device_id, FSDP2."""
     dist.init_process_group(
         backend="nccl",
         init_method=f"file://{store}",
@@ -170,11 +170,20 @@ def _cuda_written_rank(rank: int, store: str) -> dict[str, Any]:
             torch.nn.Linear(4, 2).to(device), device_id=local_rank, use_orig_params=True
         )
         sharded(torch.ones(1, 4, device=device)).sum().backward()
+        # FSDP2 on a "cuda" device mesh, as torchtitan-style scripts build it.
+        from torch.distributed.device_mesh import init_device_mesh
+        from torch.distributed.fsdp import fully_shard
+
+        mesh = init_device_mesh("cuda", (WORLD_SIZE,))
+        layer = fully_shard(torch.nn.Linear(4, 2).to(device), mesh=mesh)
+        layer(torch.ones(1, 4, device=device)).sum().backward()
         return {
             "backend": dist.get_backend(),
             "device": str(model.weight.device),
             "grad": model.weight.grad.tolist() if model.weight.grad is not None else None,
             "fsdp": str(sharded.compute_device),
+            "mesh": mesh.device_type,
+            "fsdp2_grad": layer.weight.grad is not None,
         }
     finally:
         dist.destroy_process_group()
@@ -197,7 +206,8 @@ def test_cuda_written_ddp_and_fsdp_job_runs_on_gloo(
     ranks, results = _start_ranks(tmp_path, _transfer_rank_main)
     for report in _collect(ranks, results):
         assert report["backend"] == "gloo"
-        assert report["device"] == report["fsdp"] == "cpu"
+        assert report["device"] == report["fsdp"] == report["mesh"] == "cpu"
+        assert report["fsdp2_grad"]
         # Each rank's gradient is 2 * (rank + 1) per weight; DDP averages them.
         assert report["grad"] == [[3.0, 3.0, 3.0, 3.0]]
         assert (report["active"], report["cuda"]) == (0, False)
