@@ -156,6 +156,8 @@ def _check_host_index(device: object, name: str) -> None:
     """
     if device is None or (isinstance(device, int) and not isinstance(device, bool)):
         return
+    if isinstance(device, _CUDA_DEVICE):  # ``with torch.cuda.device(0) as d``: torch takes it
+        return
     if isinstance(device, (str, torch.device)):
         try:
             parsed = torch.device(device)

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextvars
 import functools
-import os
 import sys
 import threading
 from collections.abc import Callable
@@ -30,6 +29,7 @@ from torch.overrides import TorchFunctionMode
 import patchscope
 from patchscope import Redirect, combine, redirect_attr
 from patchscope._redirect import deferred
+from patchscope._registry import section
 
 from . import _host
 from ._detect import device_type_of
@@ -256,18 +256,10 @@ def _cuda_stand_ins(redirects: Redirect) -> _StandIns:
     return found
 
 
-# The stand-ins an ended scope found bound in Dynamo's CudaInterface while
-# other activations on torch.cuda were still open; the last one to end takes
-# them out. Guarded by _unbind_lock.
+# Stand-ins that ended scopes left bound in Dynamo's CudaInterface because
+# activations still open relied on them; each later end of a scope tries
+# again. Guarded by the registry's lock.
 _stand_ins_left: _StandIns = {}
-_unbind_lock = threading.Lock()
-# Held across fork() (taken before the registry's lock, as _unbind_stand_ins
-# takes them), so that a child never inherits it taken.
-os.register_at_fork(
-    before=_unbind_lock.acquire,
-    after_in_parent=_unbind_lock.release,
-    after_in_child=_unbind_lock.release,
-)
 
 
 def _unbind_stand_ins(stand_ins: _StandIns | None) -> None:
@@ -277,25 +269,25 @@ def _unbind_stand_ins(stand_ins: _StandIns | None) -> None:
     CudaInterface once, when it is first imported (``device_count =
     staticmethod(torch.cuda.device_count)``). Imported inside a scope, as the
     first ``torch.compile`` there does, it binds the stand-ins, which would
-    answer for the device ever after. Called when a scope has ended: once no
-    activation on ``torch.cuda`` is open, in any thread, each attribute that
-    holds a stand-in gets what ``torch.cuda`` names now, bound as it was.
-    Until then the scopes still open rely on them, so they are kept, and
-    the last scope to end takes them out.
+    answer for the device ever after. Called when a scope has ended, with
+    that scope's stand-ins: each attribute of CudaInterface holding one gets
+    what ``torch.cuda`` names, bound as it was; except where an activation
+    still open, in any thread, puts that stand-in (or another value) in
+    place of a ``torch.cuda`` name: those are kept, and the end of a later
+    scope tries again. Under the registry's lock, so no activation starts or
+    ends meanwhile.
     """
     if stand_ins is None and not _stand_ins_left:
         return
     interface = _dynamo_cuda_interface()
     if interface is None:
         return
-    with _unbind_lock:
+    with section:
         for key, (value, names) in (stand_ins or {}).items():
             _stand_ins_left[key] = (value, _stand_ins_left.get(key, (value, names))[1] | names)
-        if not _stand_ins_left:
-            return
-        if any(act.target is torch.cuda for act in patchscope.active()):
-            return
+        in_use = {id(act.replacement) for act in patchscope.active() if act.target is torch.cuda}
         own = vars(torch.cuda)
+        kept: _StandIns = {}
         for attr, value in list(vars(interface).items()):
             bound = value.__func__ if isinstance(value, staticmethod) else value
             value_names = _stand_ins_left.get(id(bound))
@@ -312,10 +304,12 @@ def _unbind_stand_ins(stand_ins: _StandIns | None) -> None:
             else:
                 continue
             original = own.get(name)
-            if original is None or id(original) in _stand_ins_left:
+            if id(bound) in in_use or original is None or id(original) in in_use:
+                kept[id(bound)] = value_names
                 continue
             setattr(interface, attr, staticmethod(original) if bound is not value else original)
         _stand_ins_left.clear()
+        _stand_ins_left.update(kept)
 
 
 # The class itself: inside a scope ``torch.Generator`` names the stand-in below.
@@ -457,8 +451,10 @@ class _TransferHandle:
             _leave(self._mode)
         finally:
             self._modes.clear()
-            self._inner.stop()
-        _unbind_stand_ins(self._stand_ins)
+            try:
+                self._inner.stop()
+            finally:
+                _unbind_stand_ins(self._stand_ins)
 
 
 def _enter(mode: _DeviceMode) -> None:

@@ -264,6 +264,7 @@ def test_monitoring_debug_and_snapshot_queries_answer_for_the_host(tmp_path: Any
     with transfer_to_device():
         assert [getattr(torch.cuda, name)() for name in names] == [0] * len(names)
         assert torch.cuda.utilization("cuda:1") == torch.cuda.memory_usage(device=0) == 0
+        assert torch.cuda.memory_allocated(torch.cuda.device(0)) == 0  # torch takes one too
         with pytest.raises(ValueError, match=r"torch.cuda.utilization\('xpu:3'\)"):
             torch.cuda.utilization("xpu:3")
         with pytest.raises(ValueError, match=r"torch.cuda.memory._snapshot\('mps'\)"):
@@ -915,7 +916,8 @@ def test_compiled_code_in_the_scope_gives_eager_results(backend: str) -> None:
             compiled = torch.compile(fn, backend=backend)
             assert torch.equal(compiled(*args), fn(*args))
             assert torch.equal(compiled(*args), fn(*args))  # and from its cache
-    assert cache_entries(mode_codes[0]) == []
+            for code in mode_codes:
+                assert cache_entries(code) == [], (fn.__name__, code.co_name)
     torch._dynamo.reset()
     assert _stack() == 0
 
@@ -1002,6 +1004,33 @@ print("bound", len({_DYNAMO_BOUND!r}))
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=240)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["bound", str(len(_DYNAMO_BOUND))]
+
+
+@needs_no_cuda
+def test_dynamo_gets_torch_cuda_back_after_a_failed_end_beside_other_redirects() -> None:
+    """A scope whose end raises still unbinds; a redirect of another name does not hold it."""
+    code = """
+import warnings, torch
+from patchscope import RedirectConflictWarning, redirect_attr
+from patchscope.torch import transfer_to_device
+with redirect_attr(torch.cuda, "_lazy_call", lambda callback: callback(), scope="context"):
+    handle = transfer_to_device().start()
+    from torch._dynamo.device_interface import CudaInterface
+    assert CudaInterface.device_count() == 1
+    torch.cuda.empty_cache = lambda: None  # rebound while redirected: its end warns
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RedirectConflictWarning)
+        try:
+            handle.stop()
+        except RedirectConflictWarning:
+            print("conflict")
+    assert CudaInterface.device_count() == torch.cuda.device_count() == 0
+    assert CudaInterface.current_stream is torch.cuda.current_stream
+print("unbound")
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["conflict", "unbound"]
 
 
 @needs_no_cuda
