@@ -200,16 +200,27 @@ class ActivationGroup(GroupBase):
 def stop_all(handles: list[Any]) -> None:
     """Stop *handles* in reverse order; raise one RestoreError after all ran.
 
+    Any other exception from a handle's end (a conflict warning that the
+    warnings filter turns into an error, a KeyboardInterrupt) also waits
+    until every handle has been stopped, and then the first one is raised
+    in place of the RestoreError.
+
     Twin: ``GroupBase.stop`` of the C accelerator does the same.
     """
     errors: list[BaseException] = []
     messages: list[str] = []
+    pending: BaseException | None = None
     for handle in reversed(handles):
         try:
             handle.stop()
         except RestoreError as exc:
             errors.extend(exc.errors)
             messages.append(str(exc))  # names the target and attribute
+        except BaseException as exc:
+            if pending is None:
+                pending = exc
+    if pending is not None:
+        raise pending
     if errors:
         raise RestoreError(f"{len(errors)} restore(s) failed: " + "; ".join(messages), errors)
 

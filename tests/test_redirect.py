@@ -325,6 +325,23 @@ def test_conflict_warning_names_the_value_and_still_restores() -> None:
     assert mod.value is original
 
 
+@pytest.mark.parametrize("scope", ["process", "context"])
+def test_a_conflict_warning_raised_as_an_error_ends_every_part_first(scope: str) -> None:
+    """With warnings as errors, a group's end still restores every part, then raises."""
+    mod = types.ModuleType("m")
+    mod.a, mod.b, mod.c = originals = (object(), object(), object())
+    group = combine(*(redirect_attr(mod, name, name, scope=scope) for name in "abc"))
+    handle = group.start()
+    mod.b = "intruder"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RedirectConflictWarning)
+        with pytest.raises(RedirectConflictWarning, match=r"'b'.*'intruder'"):
+            handle.stop()
+    assert patchscope.active() == ()
+    assert (mod.a, mod.b, mod.c) == originals
+    assert [vars(mod)[name] for name in "abc"] == list(originals)
+
+
 def test_restore_failure_raises_after_other_restores() -> None:
     """A failing restore does not stop the others; RestoreError comes after all ran."""
 
