@@ -218,7 +218,13 @@ def _py_group_activate(group: Any, code: Any, lasti: int) -> Any:
         for part in group._parts:
             handles.append(part._activate(code, lasti))
     except BaseException:
-        stop_all(handles)
+        try:
+            stop_all(handles)
+        except BaseException:
+            # What undoing the parts met (a conflict, a failed restore) is
+            # dropped, as the C twin (undo_locked) drops it: the caller gets
+            # why the group could not be entered.
+            pass
         raise
     value = group._value
     if value is None:

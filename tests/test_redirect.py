@@ -342,6 +342,30 @@ def test_a_conflict_warning_raised_as_an_error_ends_every_part_first(scope: str)
     assert [vars(mod)[name] for name in "abc"] == list(originals)
 
 
+def test_a_group_that_cannot_be_entered_raises_why_not_what_its_undo_met() -> None:
+    """A failing part undoes the others; a conflict met undoing them does not replace the error."""
+    mod = types.ModuleType("m")
+    mod.a = original = object()
+
+    class Refusing(type):
+        def __setattr__(cls, name: str, value: object) -> None:
+            if name == "b":
+                mod.a = "intruder"  # so undoing the first part meets a conflict
+                raise AttributeError("read-only here")
+            type.__setattr__(cls, name, value)
+
+    class Target(metaclass=Refusing):
+        b = 0
+
+    group = combine(redirect_attr(mod, "a", 9), redirect_attr(Target, "b", 2))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RedirectConflictWarning)
+        with pytest.raises(TargetNotWritableError, match="'b'"):
+            group.start()
+    assert patchscope.active() == ()
+    assert mod.a is original and vars(Target)["b"] == 0
+
+
 def test_restore_failure_raises_after_other_restores() -> None:
     """A failing restore does not stop the others; RestoreError comes after all ran."""
 
