@@ -172,7 +172,7 @@ def _check_host_index(device: object, name: str) -> None:
 
 
 def _host_set_device(device: object) -> None:
-    _check_host_index(device, "set_device")
+    """Selects nothing: every CUDA index names the host (see _checking_devices)."""
 
 
 _CUDA_DEVICE = torch.cuda.device  # the class, whatever torch.cuda.device names later
@@ -340,7 +340,6 @@ def _host_runtime() -> dict[str, Callable[..., Any]]:
         _host_settings["memory_fraction"] = fraction
 
     def get_per_process_memory_fraction(device: object = None) -> float:
-        _check_host_index(device, "get_per_process_memory_fraction")
         return float(_host_settings["memory_fraction"])
 
     return _checking_devices(
@@ -389,16 +388,12 @@ def _host_runtime() -> dict[str, Callable[..., Any]]:
     )
 
 
-# Host stand-ins that check their device argument themselves.
-_CHECKS_ITS_DEVICE = frozenset({"device", "set_device", "get_per_process_memory_fraction"})
-
-
 def _checking_devices(functions: dict[str, Callable[..., Any]]) -> dict[str, Callable[..., Any]]:
     """The host stand-ins, those of :data:`_TAKES_DEVICE` refusing what is not a CUDA device.
 
     As ``torch.cuda.utilization("xpu:1")`` raises on CUDA, so does its stand-in
     (see _check_host_index); each gets a function of its own, named as the
-    one it stands in for.
+    one it stands in for. A class (``device``) checks in its ``__init__``.
     """
 
     def checking(name: str, function: Callable[..., Any]) -> Callable[..., Any]:
@@ -412,7 +407,7 @@ def _checking_devices(functions: dict[str, Callable[..., Any]]) -> dict[str, Cal
 
     return {
         name: checking(name, function)
-        if name in _TAKES_DEVICE and name not in _CHECKS_ITS_DEVICE
+        if name in _TAKES_DEVICE and not isinstance(function, type)
         else function
         for name, function in functions.items()
     }
@@ -609,13 +604,18 @@ def _signature_of(owner: object, name: str, names: tuple[str, ...] = ()) -> insp
         return inspect.Signature([inspect.Parameter(n, kind, default=None) for n in names])
 
 
+def _legacy_history(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+    """Whether a ``_record_memory_history`` call is the legacy form (``enabled`` a bool)."""
+    return isinstance(args[0] if args else kwargs.get("enabled"), bool)
+
+
 def _history_signature(args: tuple[Any, ...], kwargs: dict[str, Any]) -> inspect.Signature:
     """What CUDA's ``_record_memory_history`` takes for these arguments.
 
-    The legacy form (``enabled`` a bool) has parameters of its own.
+    The legacy form has parameters of its own.
     """
     memory = torch.cuda.memory
-    if isinstance(args[0] if args else kwargs.get("enabled"), bool):
+    if _legacy_history(args, kwargs):
         return _signature_of(memory, "_record_memory_history_legacy", ("enabled",))
     return _signature_of(memory, "_record_memory_history_impl", _HISTORY_PARAMETERS)
 
@@ -672,8 +672,7 @@ def _history_recorder(function: Callable[..., Any]) -> Callable[..., Any]:
     """
 
     def cuda(args: tuple[Any, ...], kwargs: dict[str, Any]) -> inspect.Signature | None:
-        legacy = isinstance(args[0] if args else kwargs.get("enabled"), bool)
-        return None if legacy else _history_signature(args, kwargs)
+        return None if _legacy_history(args, kwargs) else _history_signature(args, kwargs)
 
     return _called_as_cuda(function, _HISTORY_CALL, cuda)
 

@@ -47,6 +47,19 @@ def _on_cpu(devices: Any) -> None:
     devices.active("cpu")
 
 
+def _python(code: str, **env: str) -> subprocess.CompletedProcess[str]:
+    """Run *code* in a fresh interpreter (with *env* added); it must exit 0."""
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert done.returncode == 0, done.stderr
+    return done
+
+
 def _stack() -> int:
     """The depth of this thread's torch function-mode stack."""
     return int(torch._C._len_torch_function_stack())
@@ -839,11 +852,7 @@ def test_pure_python_exits_quietly_after_a_scope() -> None:
         "with transfer_to_device():\n"
         "    torch.ones(1, device='cuda')\n"
     )
-    env = {**os.environ, "PATCHSCOPE_PURE_PYTHON": "1"}
-    done = subprocess.run(
-        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120
-    )
-    assert done.returncode == 0, done.stderr
+    done = _python(code, PATCHSCOPE_PURE_PYTHON="1")
     assert "Exception ignored" not in done.stderr, done.stderr
 
 
@@ -1001,9 +1010,7 @@ for name in {_DYNAMO_BOUND!r}:
     assert getattr(CudaInterface, name) is getattr(torch.cuda, name), name
 print("bound", len({_DYNAMO_BOUND!r}))
 """
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=240)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.split() == ["bound", str(len(_DYNAMO_BOUND))]
+    assert _python(code).stdout.split() == ["bound", str(len(_DYNAMO_BOUND))]
 
 
 @needs_no_cuda
@@ -1028,9 +1035,7 @@ with redirect_attr(torch.cuda, "_lazy_call", lambda callback: callback(), scope=
     assert CudaInterface.current_stream is torch.cuda.current_stream
 print("unbound")
 """
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=240)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.split() == ["conflict", "unbound"]
+    assert _python(code).stdout.split() == ["conflict", "unbound"]
 
 
 @needs_no_cuda
