@@ -16,6 +16,7 @@ a build without it warns once and gives a ``py3-none-any`` wheel, and
 import, and is a constant: reading it is safe from any thread.
 """
 
+from . import _accel
 from ._accel import ACCELERATED
 from ._construct import redirect_construction
 from ._errors import (
@@ -28,8 +29,11 @@ from ._errors import (
     UnsupportedTargetError,
 )
 from ._handles import Activation, ActivationGroup
-from ._redirect import Redirect, combine, during, redirect_attr
-from ._registry import active
+from ._redirect import Redirect, combine, deferred, during, redirect_attr
+from ._registry import active, exclusive
+
+# The C accelerator, where it is in use, is given the objects it works with.
+_accel.configure()
 
 __version__ = "0.1.0"
 
@@ -47,7 +51,9 @@ __all__ = [
     "UnsupportedTargetError",
     "active",
     "combine",
+    "deferred",
     "during",
+    "exclusive",
     "redirect_attr",
     "redirect_construction",
 ]

@@ -6,14 +6,18 @@ a small, named set of the package's types and functions, each with the
 signature of its Python twin; the list is in ``patchscope/_c/speedups.h``. The
 Python twins are the reference: they are what runs when the extension is
 absent or ``PATCHSCOPE_PURE_PYTHON=1`` is set, and the test suite runs in full
-against both. Every module that has a twin picks it here and nowhere else.
+against both. Every module that has a twin picks it here and nowhere else,
+through :func:`twin`; :func:`configure` hands the C code, once, the Python
+objects it works with.
 """
 
 from __future__ import annotations
 
+import functools
 import importlib
 import os
 import warnings
+from collections.abc import Callable
 from typing import Any
 
 #: What switches a PATCHSCOPE_* variable off; anything else switches it on.
@@ -58,3 +62,63 @@ speedups: Any = _load()
 #: Behaviour is the same either way. Decided once, at import; a constant,
 #: safe to read from any thread.
 ACCELERATED = speedups is not None
+
+
+def twin(python: Any, name: str) -> Any:
+    """The implementation of one contract item: its C twin *name* when accelerated, else *python*.
+
+    *name* is the item's name in ``patchscope._speedups`` (``"Entry"``,
+    ``"RedirectCore._c_activate"``), as ``patchscope/_c/speedups.h`` lists
+    it. Called at import by the module that defines *python*; the answer
+    never changes afterwards.
+    """
+    if speedups is None:
+        return python
+    found: Any = speedups
+    for part in name.split("."):
+        found = getattr(found, part)
+    return found
+
+
+def twin_function(python: Callable[..., Any], name: str, *args: Any) -> Callable[..., Any]:
+    """A public function, or its C twin: the C type *name* built from *python* and *args*.
+
+    The twin carries *python*'s ``__doc__``, ``__signature__`` and
+    ``__wrapped__`` and takes the same arguments; it may hand a call shape it
+    does not take to *python*.
+    """
+    if speedups is None:
+        return python
+    return functools.update_wrapper(getattr(speedups, name)(python, *args), python)
+
+
+def configure() -> None:
+    """Give the C code, once, the Python objects it works with; nothing when it is not in use.
+
+    The C code never looks up a module's globals or private names: the
+    handle classes it creates, the registry's table and lock, the with-stack
+    and the exceptions it raises are passed here by keyword. Called by
+    ``patchscope/__init__.py`` once every core module is imported, before
+    any redirect is activated.
+    """
+    if speedups is None:
+        return
+    from . import _cpython, _errors, _handles, _pairing, _registry, _resolve, _slots
+
+    speedups.configure(
+        activation_type=_handles.Activation,
+        group_type=_handles.ActivationGroup,
+        absent=_resolve.ABSENT,
+        entries=_registry.entries,
+        swaps=_slots.module_swaps,
+        lock=_registry.lock,
+        with_stack=_pairing.with_stack,
+        enter_context=_pairing.ENTER_CONTEXT,
+        new_standin=_cpython.OBJECT_NEW_STANDIN,
+        core_modules=_registry.CORE_MODULES,
+        conflict_warning=_errors.RedirectConflictWarning,
+        restore_error=_errors.RestoreError,
+        not_writable_error=_errors.TargetNotWritableError,
+        missing_error=_errors.AttributeMissingError,
+        unsupported_error=_errors.UnsupportedTargetError,
+    )

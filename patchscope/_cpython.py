@@ -23,14 +23,11 @@ import ctypes
 import sys
 from typing import Any
 
-from ._accel import speedups
+from ._accel import twin
 from ._resolve import ABSENT, OBJECT_INIT, OBJECT_NEW, lookup_mro
 
 #: Py_TPFLAGS_IMMUTABLETYPE: builtin and extension types whose slots stay as they are.
 IMMUTABLE = 1 << 8
-
-_c_repair_new: Any = speedups.repair_new if speedups is not None else None
-_c_preset_new: Any = speedups.preset_new if speedups is not None else None
 
 _PY_TP_NEW = 65  # Py_tp_new in Include/typeslots.h
 # (view of a type object's words, object's tp_new, its word index,
@@ -90,7 +87,7 @@ def _builtin_owner(raw: object) -> type | None:
     return None
 
 
-def preset_new(cls: type) -> bool:
+def _py_preset_new(cls: type) -> bool:
     """Before ``del cls.__new__``: if *cls* then inherits a builtin's ``__new__``, prepare.
 
     Gives *cls*, and the subclasses that get their ``__new__`` from it, the
@@ -100,8 +97,6 @@ def preset_new(cls: type) -> bool:
     rejects arguments, and the classes end with the slot they had before.
     True if done.
     """
-    if _c_preset_new is not None:
-        return _c_preset_new(cls)  # type: ignore[no-any-return]
     owner = _builtin_owner(_new_after(cls, cls))
     probe = _slot_writer()
     if owner is None or probe is None:
@@ -128,7 +123,7 @@ def preset_new(cls: type) -> bool:
     return True
 
 
-def repair_new(cls: type) -> bool:
+def _py_repair_new(cls: type) -> bool:
     """Give *cls* (and subclasses that follow it) ``object``'s tp_new back; True if done.
 
     *cls* must resolve ``__new__`` to ``object.__new__`` (the caller checked).
@@ -136,8 +131,6 @@ def repair_new(cls: type) -> bool:
     reads the slot through a cached view instead of calling into the C API
     more than the one ``PyType_Modified`` a changed slot needs.
     """
-    if _c_repair_new is not None:
-        return _c_repair_new(cls)  # type: ignore[no-any-return]
     probe = _slot_writer()
     if probe is None:
         return False
@@ -157,6 +150,11 @@ def repair_new(cls: type) -> bool:
             modified(klass)
         subclasses.extend(type.__subclasses__(klass))
     return True
+
+
+# Twins: ``preset_new`` and ``repair_new`` of the C accelerator (cpython.c); keep in sync.
+preset_new: Any = twin(_py_preset_new, "preset_new")
+repair_new: Any = twin(_py_repair_new, "repair_new")
 
 
 def object_new(cls: type, *args: Any, **kwargs: Any) -> Any:

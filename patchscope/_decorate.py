@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import wrapt
 
-from ._accel import speedups
+from ._accel import twin
 from ._resolve import ABSENT, OBJECT_INIT, OBJECT_NEW, lookup_mro
 
 if TYPE_CHECKING:
@@ -75,10 +75,16 @@ class _PyCallWrapper:
             handle.stop()
 
 
+# Twins: the C accelerator's Guard and CallWrapper (decorate.c), which take
+# only the redirects the accelerator runs (``_fast``); keep in sync.
+_Guard: Any = twin(_PyGuard, "Guard")
+_CallWrapper: Any = twin(_PyCallWrapper, "CallWrapper")
+
+
 def _twins(redirect: Redirect) -> tuple[Any, Any]:
     """(Guard, CallWrapper): the C twins for redirects the accelerator runs, else Python's."""
-    if speedups is not None and type(redirect)._fast:
-        return speedups.Guard, speedups.CallWrapper
+    if type(redirect)._fast:
+        return _Guard, _CallWrapper
     return _PyGuard, _PyCallWrapper
 
 

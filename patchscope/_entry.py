@@ -22,9 +22,10 @@ Before writing, :func:`show` compares what the target holds with what it
 last wrote there; a difference means somebody else rebound the name, and is
 returned so the caller can warn.
 
-Twin: the C accelerator's ``entry.c`` implements ``Entry``, ``capture`` and
-``show`` for the registry's C operations; keep them in sync. This module is
-the reference.
+Twins: the C accelerator's ``Entry`` record (``records.c``), and
+``capture``/``show`` (``entry.c``), which the registry's C operations run so
+that they never step back into Python; keep them in sync. This module is the
+reference.
 """
 
 from __future__ import annotations
@@ -33,12 +34,10 @@ import types
 from typing import Any
 
 from . import _slots
-from ._accel import speedups
+from ._accel import twin
 from ._cpython import delete_new
 from ._errors import AttributeMissingError
 from ._resolve import ABSENT, OWN, SETATTR, SHADOW, describe, is_data_descriptor, lookup_mro
-
-_OURS = _slots.OURS
 
 #: "nobody else rebound the name" (ABSENT is a possible conflicting value: a deletion)
 NO_CONFLICT: Any = object()
@@ -69,7 +68,7 @@ class _PyEntry:
         self.slot: Any = None
 
 
-Entry: Any = speedups.Entry if speedups is not None else _PyEntry
+Entry: Any = twin(_PyEntry, "Entry")
 
 
 def capture(target: object, name: str, create: bool) -> tuple[int, object, object]:
@@ -213,93 +212,3 @@ def _write(target: object, name: str, value: object) -> None:
         delete_new(target)
     else:
         delattr(target, name)
-
-
-# ---------------------------------------------------------------------------
-# The commonest case, specialized: the first and the last activation of a
-# plain attribute in process scope. Each gives exactly what the general path
-# (capture, then show) gives for that case, or declines before changing
-# anything; the parity test drives both over the same states.
-
-
-def enter_first(entries: dict[Any, Any], key: Any, act: Any, target: object) -> bool:
-    """Register and show *act* as the first activation of a plain module/class attribute.
-
-    For redirects whose ``_plain`` says so (a module or class, exactly, a
-    name that is no dunder, process scope), where ``key`` has no entry (one
-    left empty by an interrupted exit goes to the general path too).
-    False, with nothing changed, where the attribute is absent or holds an
-    object of ours (the caller then takes the general path). Under the
-    registry lock.
-    """
-    if key in entries:
-        return False
-    name = key[1]
-    raw = target.__dict__.get(name, ABSENT)
-    if raw is ABSENT or type(raw) in _OURS:
-        return False
-    redirect = act._redirect
-    entry = redirect._spare
-    if entry is None:
-        entry = Entry(target, name, OWN, raw, raw)
-    else:
-        redirect._spare = None
-        entry.kind, entry.original, entry.installed = OWN, raw, raw
-    entries[key] = entry
-    act._entry = entry
-    entry.stack.append(act)
-    act.open = True
-    value = act._value
-    try:
-        setattr(target, name, value)
-    except Exception:
-        # Undone; the general path meets the same refusal and reports it.
-        act.open = False
-        entry.stack.pop()
-        del entries[key]
-        return False
-    entry.installed = value
-    return True
-
-
-def exit_last(entries: dict[Any, Any], act: Any) -> object:
-    """End *act*, the only activation of an OWN entry without a slot: put the original back.
-
-    Returns the conflicting value or NO_CONFLICT, or None (nothing changed)
-    where the case is another. Under the registry lock.
-    """
-    entry: Any = act._entry
-    stack = entry.stack
-    if len(stack) != 1 or stack[0] is not act or entry.kind != OWN or entry.slot is not None:
-        return None
-    target, name = entry.target, entry.name
-    act.open = False
-    current = target.__dict__.get(name, ABSENT)
-    conflict = NO_CONFLICT if current is entry.installed else current
-    original = entry.original
-    if current is not original:
-        try:
-            setattr(target, name, original)
-        except Exception:
-            act.open = True  # unchanged: the general path reports the failure
-            return None
-    entry.installed = original
-    stack.pop()
-    key = entry.key
-    if entries.get(key) is entry:
-        del entries[key]
-    redirect = act._redirect
-    if redirect._plain:
-        park(redirect, entry)
-    return conflict
-
-
-def park(redirect: Any, entry: Any) -> None:
-    """Keep *entry*, now unregistered and empty, for the redirect's next first activation.
-
-    It lets go of the values it held: the next first activation captures them
-    afresh.
-    """
-    if redirect._spare is None:
-        entry.original = entry.installed = ABSENT
-        redirect._spare = entry

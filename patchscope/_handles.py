@@ -18,18 +18,9 @@ import threading
 from typing import TYPE_CHECKING, Any
 
 from . import _registry
-from ._accel import speedups
-from ._cpython import OBJECT_NEW_STANDIN
-from ._errors import (
-    AttributeMissingError,
-    RedirectConflictWarning,
-    RestoreError,
-    TargetNotWritableError,
-    UnsupportedTargetError,
-)
-from ._pairing import ENTER_CONTEXT, with_stack
+from ._accel import twin
+from ._errors import RestoreError
 from ._resolve import ABSENT, describe
-from ._slots import module_swaps
 
 _get_ident = threading.get_ident
 
@@ -65,6 +56,14 @@ class _PyActivationBase:
         self._pushed = False  # paired through the context's with-stack
         self._frame: Any = None  # the frame of the with-statement that entered it
 
+    def stop(self) -> None:
+        """End this activation; harmless if it has ended already.
+
+        Raises :class:`RestoreError` if putting the original back failed
+        (the registry is consistent either way).
+        """
+        _registry.exit(self)
+
 
 class _PyGroupBase:
     """The fields of a group handle (see :class:`ActivationGroup`)."""
@@ -78,13 +77,19 @@ class _PyGroupBase:
         self._pushed = False
         self._frame: Any = None
 
+    def stop(self) -> None:
+        """End every part (reverse order); harmless if already stopped."""
+        stop_all(self._parts)
 
-if TYPE_CHECKING or speedups is None:
+
+# Twins: the C accelerator's records (records.c), whose ``stop`` is
+# registry.c's; keep in sync.
+if TYPE_CHECKING:
     ActivationBase = _PyActivationBase
     GroupBase = _PyGroupBase
 else:
-    ActivationBase = speedups.ActivationBase
-    GroupBase = speedups.GroupBase
+    ActivationBase = twin(_PyActivationBase, "ActivationBase")
+    GroupBase = twin(_PyGroupBase, "GroupBase")
 
 
 class Activation(ActivationBase):
@@ -152,16 +157,6 @@ class Activation(ActivationBase):
                 break
         return f"{code.co_filename}:{line}"
 
-    if speedups is None:
-
-        def stop(self) -> None:
-            """End this activation; harmless if it has ended already.
-
-            Raises :class:`RestoreError` if putting the original back failed
-            (the registry is consistent either way).
-            """
-            _registry.exit(self)
-
     def __repr__(self) -> str:
         state = "live" if self.open else "ended"
         if self._entry is None:
@@ -186,12 +181,6 @@ class ActivationGroup(GroupBase):
     def activations(self) -> tuple[Activation, ...]:
         """Every leaf activation in this group, in entry order."""
         return tuple(a for part in self._parts for a in part.activations)
-
-    if speedups is None:
-
-        def stop(self) -> None:
-            """End every part (reverse order); harmless if already stopped."""
-            stop_all(self._parts)
 
     def __repr__(self) -> str:
         return f"<ActivationGroup of {len(self.activations)} activation(s)>"
@@ -223,25 +212,3 @@ def stop_all(handles: list[Any]) -> None:
         raise pending
     if errors:
         raise RestoreError(f"{len(errors)} restore(s) failed: " + "; ".join(messages), errors)
-
-
-if speedups is not None:
-    # The C twins create these handles, work on this table under this lock,
-    # and raise these errors: they are given them here, once, by name.
-    speedups.configure(
-        activation_type=Activation,
-        group_type=ActivationGroup,
-        absent=ABSENT,
-        entries=_registry.entries,
-        swaps=module_swaps,
-        lock=_registry.lock,
-        with_stack=with_stack,
-        enter_context=ENTER_CONTEXT,
-        new_standin=OBJECT_NEW_STANDIN,
-        core_modules=_registry.CORE_MODULES,
-        conflict_warning=RedirectConflictWarning,
-        restore_error=RestoreError,
-        not_writable_error=TargetNotWritableError,
-        missing_error=AttributeMissingError,
-        unsupported_error=UnsupportedTargetError,
-    )

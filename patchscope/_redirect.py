@@ -33,17 +33,15 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from . import _registry
-from ._accel import ACCELERATED, speedups
+from ._accel import ACCELERATED, twin, twin_function
 from ._decorate import decorate, wrap_raw
-from ._entry import NO_CONFLICT, enter_first, exit_last
 from ._errors import AttributeMissingError
 from ._handles import Activation, ActivationGroup, stop_all
-from ._pairing import ENTER_CONTEXT, pair_enter, pair_exit, push, site_of
+from ._pairing import pair_enter, pair_exit, push, site_of
 from ._registry import (
     _py_enter,
     after,
     enter_locked,
-    entries,
     exit_locked,
     section,
     undo_entered,
@@ -69,7 +67,12 @@ def check_scope(scope: object) -> str:
 
 
 class _PyRedirectCore:
-    """The fields of a single-attribute redirect (see ``_py_activate`` for their use)."""
+    """The fields of a single-attribute redirect (see ``_py_activate`` for their use).
+
+    ``RedirectCore()`` leaves every field at its default (the kinds fill in
+    their own); ``RedirectCore(target, name, replacement, create, scope)``,
+    with arguments ``redirect_attr`` checked, is an attribute redirect.
+    """
 
     __slots__ = (
         "__weakref__",
@@ -78,18 +81,16 @@ class _PyRedirectCore:
         "_handles",
         "_key",
         "_name",
-        "_plain",
         "_prepared",
         "_replacement",
         "_scope",
         "_slot",
-        "_spare",
         "_spec",
         "_target",
         "_value",
     )
 
-    def __init__(self) -> None:
+    def __init__(self, *args: Any) -> None:
         self._handles: list[Any] = []  # live with-handles, guarded by the registry lock
         self._key: tuple[int, str] | None = None  # registry key, when the target is fixed
         self._target: Any = None
@@ -101,11 +102,17 @@ class _PyRedirectCore:
         self._create = False
         self._slot: Any = None  # constructions: the dispatcher this context's acts go on
         self._spec: Any = None  # constructions: what is built, and for which classes
-        # A plain module or class attribute in process scope: the first and the
-        # last activation take the specialized path (see _entry.enter_first).
-        self._plain = False
-        self._spare: Any = None  # the entry of the last activation, for the next first one
         self._prepared: Any = None  # the slot(s) its context activations installed last
+        if args:
+            target, name, replacement, create, scope = args
+            self._target = target
+            self._name = sys.intern(name)  # as setattr interns the names it stores
+            self._value = self._replacement = replacement
+            self._create = bool(create)
+            self._scope = scope
+            self._ctx = scope == "context"
+            if type(target) is not str:  # a dotted path is resolved at each activation
+                self._key = (id(target), self._name)
 
 
 class _PyGroupCore:
@@ -119,12 +126,13 @@ class _PyGroupCore:
         self._value: Any = None  # what ``with`` gives, when no part decides it per activation
 
 
-if TYPE_CHECKING or speedups is None:
+# Twins: the C accelerator's records (records.c); keep in sync.
+if TYPE_CHECKING:
     RedirectCore = _PyRedirectCore
     GroupCore = _PyGroupCore
 else:
-    RedirectCore = speedups.RedirectCore
-    GroupCore = speedups.GroupCore
+    RedirectCore = twin(_PyRedirectCore, "RedirectCore")
+    GroupCore = twin(_PyGroupCore, "GroupCore")
 
 
 # ---------------------------------------------------------------------------
@@ -159,35 +167,18 @@ def _py_activate(redirect: Any, code: Any, lasti: int) -> Any:
 def _py_with_enter(redirect: Any) -> Any:
     """``__enter__`` of single-attribute redirects: registry and pairing in one lock section."""
     frame: Any = _getframe(1)
-    site = frame.f_back if frame.f_code is ENTER_CONTEXT else frame
+    site = site_of(frame)
     handles = redirect._handles
-    if redirect._plain:
-        # A plain module or class attribute in process scope: the first
-        # activation takes the specialized path, with no follow-up work.
-        target = redirect._target
-        act = Activation(redirect, redirect._value, site.f_code, site.f_lasti)
-        with section:
-            if enter_first(entries, redirect._key, act, target):
-                if handles:
-                    pair_enter(handles, act, frame)
-                else:
-                    act._frame = frame
-                    handles.append(act)
-                return redirect._replacement
-            conflict = enter_locked(act, target)
-            pair_enter(handles, act, frame)
-    else:
-        target = _target(redirect)
-        act = _new_activation(redirect, target, site.f_code, site.f_lasti)
-        with section:
-            conflict = enter_locked(act, target)
-            pair_enter(handles, act, frame)
-    if act._slot is not None or conflict is not NO_CONFLICT:
-        try:
-            after(act, True, conflict, None)
-        except BaseException:
-            undo_entered(act, handles)
-            raise
+    target = _target(redirect)
+    act = _new_activation(redirect, target, site.f_code, site.f_lasti)
+    with section:
+        conflict = enter_locked(act, target)
+        pair_enter(handles, act, frame)
+    try:
+        after(act, True, conflict, None)
+    except BaseException:
+        undo_entered(act, handles)
+        raise
     if act._pushed:
         push(handles, act)
     return redirect._replacement
@@ -196,19 +187,10 @@ def _py_with_enter(redirect: Any) -> Any:
 def _py_with_exit(redirect: Any, typ: object, value: object, tb: object) -> None:
     """``__exit__`` of single-attribute redirects: pairing and registry in one lock section."""
     frame = _getframe(1)
-    handles = redirect._handles
-    error = None
     with section:
-        if len(handles) == 1 and handles[0]._frame is frame:
-            act = handles.pop()
-            act._frame = None
-        else:
-            act = pair_exit(handles, frame)
-        conflict = exit_last(entries, act) if redirect._plain and act.open else None
-        if conflict is None:
-            conflict, error = exit_locked(act)
-    if conflict is not NO_CONFLICT or error is not None or act._slot is not None:
-        after(act, False, conflict, error)
+        act = pair_exit(redirect._handles, frame)
+        conflict, error = exit_locked(act)
+    after(act, False, conflict, error)
 
 
 def _py_group_activate(group: Any, code: Any, lasti: int) -> Any:
@@ -276,46 +258,14 @@ def _handle_value(handle: Any) -> object:
     return handle.value
 
 
-if speedups is not None:
-    activate: Any = speedups.RedirectCore._c_activate
-    with_enter: Any = speedups.RedirectCore._c_with_enter
-    with_exit: Any = speedups.RedirectCore._c_with_exit
-    group_activate: Any = speedups.GroupCore._c_activate
-    group_enter: Any = speedups.GroupCore._c_with_enter
-    group_exit: Any = speedups.GroupCore._c_with_exit
-else:
-    activate = _py_activate
-    with_enter = _py_with_enter
-    with_exit = _py_with_exit
-    group_activate = _py_group_activate
-    group_enter = _generic_enter
-    group_exit = _generic_exit
-
-
-def _py_attr_init(
-    self: Any, target: object, name: str, replacement: object, create: bool, scope: str
-) -> None:
-    """``AttrRedirect.__init__``: every field, without RedirectCore.__init__.
-
-    Building one inline in a ``with`` statement is the common form. Twin: the
-    constructor of the C RedirectCore, given these arguments.
-    """
-    self._handles = []
-    self._target = target
-    self._name = sys.intern(name)  # as setattr interns the names it stores
-    self._value = replacement
-    self._replacement = replacement
-    self._create = create
-    self._scope = scope
-    ctx = self._ctx = scope == "context"
-    self._slot = self._spec = self._spare = self._prepared = None
-    if type(target) is str:
-        self._key = None
-        self._plain = False
-    else:
-        self._key = (id(target), name)
-        tp = type(target)
-        self._plain = (tp is types.ModuleType or tp is type) and not ctx and name[:2] != "__"
+# Twins: the C accelerator's RedirectCore._c_* and GroupCore._c_* (redirect.c);
+# keep in sync.
+activate: Any = twin(_py_activate, "RedirectCore._c_activate")
+with_enter: Any = twin(_py_with_enter, "RedirectCore._c_with_enter")
+with_exit: Any = twin(_py_with_exit, "RedirectCore._c_with_exit")
+group_activate: Any = twin(_py_group_activate, "GroupCore._c_activate")
+group_enter: Any = twin(_generic_enter, "GroupCore._c_with_enter")
+group_exit: Any = twin(_generic_exit, "GroupCore._c_with_exit")
 
 
 # ---------------------------------------------------------------------------
@@ -396,10 +346,6 @@ class AttrRedirect(Redirect, RedirectCore):
     __slots__ = ()
     _fast = ACCELERATED
 
-    if speedups is None:
-        # With the accelerator, RedirectCore's constructor does this (its twin).
-        __init__ = _py_attr_init
-
     def _args(self) -> tuple[Any, ...]:
         return (self._target, self._name, self._replacement, self._create, self._scope)
 
@@ -412,10 +358,6 @@ class AttrRedirect(Redirect, RedirectCore):
         return (
             f"redirect_attr({target}, {self._name!r}, {self._replacement!r}, scope={self._scope!r})"
         )
-
-
-#: AttrRedirect(...) for arguments redirect_attr checked (in C, without parsing them again).
-_new_attr: Any = AttrRedirect._new if speedups is not None else AttrRedirect
 
 
 class PathAttrRedirect(AttrRedirect):
@@ -456,30 +398,18 @@ def redirect_attr(
     Thread safety: activations may be entered and ended from any threads in any
     order; all bookkeeping is under one lock. Nothing changes if entry fails.
     """
-    if type(name) is not str or name not in _checked_names:
-        _checked_names.add(check_name(name))
-    if scope != "process" and scope != "context":
-        check_scope(scope)
-    redirect: Redirect
-    if type(target) is str:
-        redirect = PathAttrRedirect(target, name, replacement, bool(create), scope)
-        return redirect
-    redirect = _new_attr(target, name, replacement, create is True or bool(create), scope)
-    return redirect
+    name = check_name(name)
+    scope = check_scope(scope)
+    kind = PathAttrRedirect if type(target) is str else AttrRedirect
+    return kind(target, name, replacement, bool(create), scope)
 
 
-#: Attribute names that passed check_name (a set lookup is cheaper than the check).
-_checked_names: set[str] = set()
-
-if speedups is not None and not TYPE_CHECKING:
-    # The same function in C (it is the form users write in every ``with``):
-    # same arguments, checks and messages; __doc__, __signature__ and
-    # __wrapped__ are this one's.
-    redirect_attr = functools.update_wrapper(
-        speedups.AttrFactory(
-            redirect_attr, AttrRedirect, PathAttrRedirect, frozenset(keyword.kwlist)
-        ),
-        redirect_attr,
+# Twin: the C accelerator's AttrFactory (redirect.c) makes the same redirects,
+# with the same checks and messages, in one C call (the form users write in
+# every ``with``); keep in sync.
+if not TYPE_CHECKING:
+    redirect_attr = twin_function(
+        redirect_attr, "AttrFactory", AttrRedirect, PathAttrRedirect, frozenset(keyword.kwlist)
     )
 
 
@@ -564,9 +494,16 @@ class Deferred(Redirect):
 def deferred(factory: Callable[[], Redirect | None], scope: str = "process") -> Redirect:
     """A Redirect that calls *factory* at each activation and activates its result.
 
-    Used where what to redirect depends on run-time state (the active device);
-    ``None`` from the factory means "install nothing this time". *scope* is
-    the scope of what the factory returns, for :func:`during`.
+    For redirects whose target or replacement depends on run-time state (the
+    active device, a setting read at call time): ``deferred(lambda:
+    redirect_attr(mod, "name", pick()))``. ``None`` from the factory means
+    "install nothing this time" (the handle is an empty
+    :class:`ActivationGroup`). *scope* is the scope of what the factory
+    returns; :func:`during` uses it to decide where its wrapper is installed.
+
+    Thread safety: as for every :class:`Redirect`. *factory* is called once
+    per activation, in the activating thread, outside the registry's lock;
+    it may run in several threads at once.
     """
     return Deferred(factory, check_scope(scope))
 

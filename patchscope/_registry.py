@@ -28,6 +28,7 @@ sync. This module is the reference.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import threading
@@ -35,8 +36,8 @@ import types
 import warnings
 from typing import Any
 
-from ._accel import speedups
-from ._entry import NO_CONFLICT, Entry, capture, enter_first, exit_last, park, show
+from ._accel import twin
+from ._entry import NO_CONFLICT, Entry, capture, show
 from ._errors import (
     RedirectConflictWarning,
     RestoreError,
@@ -45,7 +46,9 @@ from ._errors import (
 )
 from ._resolve import ABSENT, OWN, SETATTR, describe
 
-lock: Any = speedups.RLock() if speedups is not None else threading.RLock()
+# Twin: the C accelerator's RLock (lock.c), which its operations take without
+# a Python-level step.
+lock: Any = twin(threading.RLock, "RLock")()
 entries: dict[tuple[int, str], Any] = {}
 
 
@@ -104,8 +107,6 @@ def enter_locked(act: Any, target: object) -> object:
     key = redirect._key
     if key is None or target is not redirect._target:
         key = (id(target), name)
-    if redirect._plain and enter_first(entries, key, act, target):
-        return NO_CONFLICT
     entry = entries.get(key)
     if entry is not None and not entry.stack:
         # Left empty by an exit a signal interrupted (pure Python): finish it.
@@ -116,14 +117,7 @@ def enter_locked(act: Any, target: object) -> object:
         entry = None
     if entry is None:
         kind, original, installed = capture(target, name, redirect._create)
-        spare = redirect._spare
-        if spare is not None and spare.target is target and not spare.stack and spare.slot is None:
-            # The entry of this redirect's last activation (see exit_locked).
-            redirect._spare = None
-            spare.kind, spare.original, spare.installed = kind, original, installed
-            entry = spare
-        else:
-            entry = Entry(target, name, kind, original, installed)
+        entry = Entry(target, name, kind, original, installed)
         fresh = True
     else:
         fresh = False
@@ -184,10 +178,6 @@ def exit_locked(act: Any) -> tuple[object, BaseException | None]:
     entry = act._entry
     if entry is None:
         return NO_CONFLICT, None
-    if act.open and act._redirect._plain:
-        conflict = exit_last(entries, act)
-        if conflict is not None:
-            return conflict, None
     if act not in entry.stack:
         return NO_CONFLICT, None
     act.open = False  # invisible in every context at once
@@ -198,8 +188,6 @@ def exit_locked(act: Any) -> tuple[object, BaseException | None]:
         conflict, error = NO_CONFLICT, exc
     _unregister(act)
     redirect = act._redirect
-    if error is None and redirect._key is not None and not entry.stack and entry.slot is None:
-        park(redirect, entry)
     if redirect._spec is not None and not entry.stack and error is None:
         # The dispatcher is off the class: it stands in place of nothing now.
         redirect._value.__func__.displaced = ABSENT
@@ -235,7 +223,7 @@ def after(act: Any, entered: bool, conflict: object, error: BaseException | None
 
 #: The modules whose frames lie between a user's ``with`` or ``stop()`` and a warning.
 CORE_MODULES = frozenset(
-    f"patchscope.{name}"
+    f"{__name__.rpartition('.')[0]}.{name}"
     for name in ("_registry", "_handles", "_redirect", "_construct", "_decorate", "_pairing")
 )
 
@@ -290,6 +278,20 @@ def _py_exit(act: Any) -> None:
     after(act, False, conflict, error)
 
 
+def exclusive() -> contextlib.AbstractContextManager[Any]:
+    """A context manager that holds the registry's lock for its block.
+
+    While the block runs, no activation starts or ends in any other thread,
+    so what :func:`active` lists and what the targets hold stay as they are:
+    code that reads ``active()`` and then changes something the activations
+    depend on (a cache bound to a replacement, say) does both as one step.
+    Re-entrant: redirects may be started and stopped inside the block, in
+    the same thread. Keep the block short; other threads that start or end
+    a redirect wait for it.
+    """
+    return section  # type: ignore[no-any-return]
+
+
 def active() -> tuple[Any, ...]:
     """Snapshot of every live activation, oldest first within each attribute.
 
@@ -300,10 +302,7 @@ def active() -> tuple[Any, ...]:
         return tuple(act for entry in entries.values() for act in entry.stack)
 
 
-if speedups is not None:
-    enter: Any = speedups.enter
-    exit: Any = speedups.exit
-else:
-    enter = _py_enter
-    exit = _py_exit
+# Twins: ``enter`` and ``exit`` of the C accelerator (registry.c); keep in sync.
+enter: Any = twin(_py_enter, "enter")
+exit: Any = twin(_py_exit, "exit")
 

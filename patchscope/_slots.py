@@ -38,7 +38,7 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
-from ._accel import speedups
+from ._accel import twin
 from ._cpython import OBJECT_NEW_STANDIN, object_new
 from ._resolve import ABSENT, OBJECT_NEW, OWN, bind, is_data_descriptor, lookup_mro
 
@@ -654,22 +654,11 @@ def uninstall(entry: Any) -> None:
     entry.slot = None
 
 
-if speedups is not None:
-    ModuleSlot: Any = speedups.ModuleSlot
-    ClassSlot: Any = speedups.ClassSlot
-    DataClassSlot: Any = speedups.DataClassSlot
-    Dispatcher: Any = speedups.Dispatcher
-    module_class: Any = speedups.module_class
-    is_private_module_class: Any = speedups.is_private_module_class
-    prepare: Any = speedups.prepare
-else:
-    ModuleSlot = _PyModuleSlot
-    ClassSlot = _PyClassSlot
-    DataClassSlot = _PyDataClassSlot
-    Dispatcher = _PyDispatcher
-    module_class = _py_module_class
-    is_private_module_class = _py_is_private_module_class
-    prepare = _py_prepare
-
-#: The types of what we install in a class's dict (see :func:`displaced`).
-OURS = frozenset({ClassSlot, DataClassSlot, staticmethod})
+# Twins: the C accelerator's slots.c; keep in sync.
+ModuleSlot: Any = twin(_PyModuleSlot, "ModuleSlot")
+ClassSlot: Any = twin(_PyClassSlot, "ClassSlot")
+DataClassSlot: Any = twin(_PyDataClassSlot, "DataClassSlot")
+Dispatcher: Any = twin(_PyDispatcher, "Dispatcher")
+module_class: Any = twin(_py_module_class, "module_class")
+is_private_module_class: Any = twin(_py_is_private_module_class, "is_private_module_class")
+prepare: Any = twin(_py_prepare, "prepare")

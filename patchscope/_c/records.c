@@ -407,7 +407,7 @@ redirect_key_hash(RCoreObject *redirect)
 }
 
 /* The fields of AttrRedirect(target, name, replacement, create, scope):
- * the twin of _redirect._py_attr_init. */
+ * the twin of _redirect._PyRedirectCore.__init__ given these arguments. */
 static int
 attr_fields(RCoreObject *self, PyObject *target, PyObject *name, PyObject *replacement,
             int create, PyObject *scope)
@@ -426,23 +426,18 @@ attr_fields(RCoreObject *self, PyObject *target, PyObject *name, PyObject *repla
     self->ctx = (char)ctx;
     if (PyUnicode_Check(target)) {
         set_field(&self->key, Py_None);
-        self->plain = 0;
         return 0;
     }
     PyObject *key = target_key(target, name);
     if (key == NULL)
         return -1;
     Py_SETREF(self->key, key);
-    PyTypeObject *tp = Py_TYPE(target);
-    self->plain = (tp == &PyModule_Type || tp == &PyType_Type) && !ctx &&
-                  !(PyUnicode_GET_LENGTH(name) >= 2 && PyUnicode_READ_CHAR(name, 0) == '_' &&
-                    PyUnicode_READ_CHAR(name, 1) == '_');
     return 0;
 }
 
-/* cls._new(target, name, replacement, create, scope): a new AttrRedirect (of
- * class *cls*) without the generic constructor's argument parsing; the
- * caller (redirect_attr) checked the arguments. */
+/* A new AttrRedirect (of class *cls*) from (target, name, replacement,
+ * create, scope), without the generic constructor's argument parsing: for
+ * AttrFactory, which checked the arguments. */
 PyObject *
 rcore_new_attr(PyObject *cls, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -468,7 +463,7 @@ rcore_new_attr(PyObject *cls, PyObject *const *args, Py_ssize_t nargs)
 /* With no arguments (RedirectCore.__init__(self), as the Python twin's),
  * nothing more: the fields have their defaults. With the arguments of
  * AttrRedirect(target, name, replacement, create, scope), the twin of
- * _redirect._py_attr_init. */
+ * _redirect._PyRedirectCore.__init__ given them. */
 static int
 rcore_tp_init(PyObject *op, PyObject *args, PyObject *kwds)
 {
@@ -535,11 +530,9 @@ static PyMemberDef rcore_members[] = {
     {"_scope", T_OBJECT_EX, offsetof(RCoreObject, scope), 0, NULL},
     {"_slot", T_OBJECT_EX, offsetof(RCoreObject, slot), 0, NULL},
     {"_spec", T_OBJECT_EX, offsetof(RCoreObject, spec), 0, NULL},
-    {"_spare", T_OBJECT_EX, offsetof(RCoreObject, spare), 0, NULL},
     {"_prepared", T_OBJECT_EX, offsetof(RCoreObject, prepared), 0, NULL},
     {"_ctx", T_BOOL, offsetof(RCoreObject, ctx), 0, NULL},
     {"_create", T_BOOL, offsetof(RCoreObject, create), 0, NULL},
-    {"_plain", T_BOOL, offsetof(RCoreObject, plain), 0, NULL},
     {NULL},
 };
 

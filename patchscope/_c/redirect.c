@@ -330,9 +330,6 @@ c_with_exit(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 }
 
 PyMethodDef rcore_methods[] = {
-    {"_new", (PyCFunction)(void (*)(void))rcore_new_attr, METH_FASTCALL | METH_CLASS,
-     "_new(target, name, replacement, create, scope): AttrRedirect(...), its arguments "
-     "already checked (twin of calling the class)."},
     {"_c_activate", (PyCFunction)(void (*)(void))c_activate, METH_FASTCALL,
      "_activate(code, lasti): a new live Activation (twin of _redirect._py_activate)."},
     {"_c_with_enter", (PyCFunction)c_with_enter, METH_NOARGS,

@@ -2,9 +2,14 @@
  * functions.
  *
  * The contract. Each item has a Python twin with the same signature, which
- * is the reference and what runs without this extension:
+ * is the reference and what runs without this extension; patchscope/_accel.py
+ * (twin(), twin_function()) is the one place that picks between them, and
+ * configure() there hands this module the Python objects it works with. This
+ * table lists every name the module exports and every Python function whose
+ * rules C repeats:
  *
  *   file         C twin                                Python twin
+ *   module.c     configure(**objects)                  (none: _accel.configure calls it)
  *   lock.c       RLock                                 threading.RLock
  *   records.c    ActivationBase, GroupBase             _handles._PyActivationBase, _PyGroupBase
  *                Entry                                 _entry._PyEntry
@@ -12,18 +17,31 @@
  *   slots.c      ModuleSlot, ClassSlot, DataClassSlot  _slots._PyModuleSlot, ...
  *                Dispatcher                            _slots._PyDispatcher
  *                module_class, is_private_module_class _slots._py_module_class, ...
+ *                prepare                               _slots._py_prepare
  *   registry.c   enter(act, target), exit(act),        _registry._py_enter, _py_exit,
- *                ActivationBase.stop, GroupBase.stop   Activation.stop, ActivationGroup.stop
+ *                ActivationBase.stop, GroupBase.stop   _PyActivationBase.stop, _PyGroupBase.stop
  *   redirect.c   RedirectCore._c_activate/_c_with_enter/_c_with_exit
  *                                                      _redirect._py_activate, _py_with_enter, ...
  *                GroupCore._c_activate/_c_with_enter/_c_with_exit
  *                                                      _redirect._py_group_activate, ...
+ *                AttrFactory(reference, ...)           _redirect.redirect_attr (the reference)
  *   decorate.c   Guard, CallWrapper                    _decorate._PyGuard, _PyCallWrapper
- *   cpython.c    preset_new, repair_new                _cpython.preset_new, repair_new
+ *   cpython.c    preset_new, repair_new                _cpython._py_preset_new, _py_repair_new
+ *   snapshot.c   same_namespace                        testing._snapshot._py_same_namespace
  *
- * Internally entry.c twins _entry.capture/show, pairing.c twins _pairing,
- * resolve.c twins the parts of _resolve they use; keep each in sync with its
- * Python twin (the parity test compares them on generated states).
+ *   Rules C repeats so that the operations above never step back into
+ *   Python (a Python-level step is where a signal handler runs):
+ *   entry.c      capture, show, process_value          _entry.capture, show, process_value
+ *   registry.c   enter_locked, exit_locked, after_all  _registry.enter_locked, exit_locked, after
+ *                group_stop                            _handles.stop_all
+ *   pairing.c    pair_enter, pair_exit, pair_push      _pairing.pair_enter, pair_exit, push
+ *   redirect.c   check_name (in AttrFactory)           _resolve.check_name
+ *   resolve.c    lookup_mro, is_data_descriptor,       _resolve.lookup_mro, is_data_descriptor,
+ *                describe                              describe
+ *
+ * Keep each in sync with its Python twin: tests/test_parity.py drives the
+ * real pure-Python package and this build side by side and compares
+ * everything observable.
  *
  * The C code never looks up a Python module's globals or private names:
  * what it needs from Python (the handle classes it creates, the registry's
@@ -109,7 +127,7 @@ typedef struct {
     PyObject *slot, *spec, *spare, *prepared;
     PyObject *hashed_key; /* the key key_hash belongs to (Python code may set _key) */
     Py_hash_t key_hash;
-    char ctx, create, plain;
+    char ctx, create;
 } RCoreObject;
 
 /* The hash of a redirect's key, computed once per key. */

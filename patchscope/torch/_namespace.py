@@ -10,8 +10,7 @@ from typing import Any, Literal
 
 import torch
 
-from patchscope import Redirect, combine, redirect_attr, redirect_construction
-from patchscope._redirect import deferred
+from patchscope import Redirect, combine, deferred, redirect_attr, redirect_construction
 
 from . import _host
 from ._detect import device_type_of

@@ -27,9 +27,7 @@ import torch.utils._device as _torch_device
 from torch.overrides import TorchFunctionMode
 
 import patchscope
-from patchscope import Redirect, combine, redirect_attr
-from patchscope._redirect import deferred
-from patchscope._registry import section
+from patchscope import Redirect, combine, deferred, exclusive, redirect_attr
 
 from . import _host
 from ._detect import device_type_of
@@ -282,7 +280,7 @@ def _unbind_stand_ins(stand_ins: _StandIns | None) -> None:
     interface = _dynamo_cuda_interface()
     if interface is None:
         return
-    with section:
+    with exclusive():
         for key, (value, names) in (stand_ins or {}).items():
             _stand_ins_left[key] = (value, _stand_ins_left.get(key, (value, names))[1] | names)
         in_use = {id(act.replacement) for act in patchscope.active() if act.target is torch.cuda}
