@@ -834,3 +834,26 @@ def test_conflict_warning_points_at_the_users_line() -> None:
     found = [(w.filename, w.lineno) for w in caught if w.category is RedirectConflictWarning]
     assert found == [(__file__, line_with), (__file__, line_stop)]
     assert mod.value == "orig"
+
+
+def test_deferred_activates_what_its_factory_returns_each_time() -> None:
+    """patchscope.deferred() calls its factory at each activation; None installs nothing."""
+    target = types.ModuleType("deferred_target")
+    target.attr = "original"
+    choices = ["first", None, "third"]
+
+    def factory() -> patchscope.Redirect | None:
+        value = choices.pop(0)
+        return None if value is None else patchscope.redirect_attr(target, "attr", value)
+
+    redirect = patchscope.deferred(factory)
+    with redirect:
+        assert target.attr == "first"
+    handle = redirect.start()
+    assert handle.activations == () and target.attr == "original"
+    handle.stop()
+    with redirect:
+        assert target.attr == "third"
+    assert target.attr == "original" and choices == []
+    with pytest.raises(ValueError, match="scope must be"):
+        patchscope.deferred(factory, scope="thread")

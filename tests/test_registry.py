@@ -99,3 +99,31 @@ def test_a_during_whose_warning_is_an_error_leaves_nothing_behind() -> None:
         assert Klass().method() == "outer"  # what the live activation says, shown again
     assert vars(Klass)["method"] is own
     assert patchscope.active() == ()
+
+
+def test_exclusive_holds_other_threads_redirects_until_its_block_ends() -> None:
+    """No activation starts in another thread while exclusive()'s block runs; it does after."""
+    target = types.ModuleType("exclusive_target")
+    target.attr = "original"
+    started = threading.Event()
+    entered = threading.Event()
+
+    def other() -> None:
+        started.set()
+        with patchscope.redirect_attr(target, "attr", "other"):
+            entered.set()
+
+    with patchscope.exclusive():
+        thread = threading.Thread(target=other)
+        thread.start()
+        assert started.wait(60)
+        # The other thread is blocked on the registry's lock, not merely slow:
+        # it cannot get in for as long as the block runs.
+        assert not entered.wait(0.2)
+        assert patchscope.active() == ()
+        with patchscope.redirect_attr(target, "attr", "mine"):  # re-entrant in this thread
+            assert target.attr == "mine"
+    thread.join(60)
+    assert not thread.is_alive()
+    assert entered.is_set()
+    assert target.attr == "original"
