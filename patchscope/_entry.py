@@ -83,7 +83,7 @@ def capture(target: object, name: str, create: bool) -> tuple[int, object, objec
     """
     own = getattr(target, "__dict__", None)
     tp = type(target)
-    if (tp is types.ModuleType or tp is type) and name[:2] != "__":
+    if (tp is _MODULE or tp is type) and name[:2] != "__":
         # No data descriptor of ModuleType or type has a plain name.
         raw = own.get(name, ABSENT)  # type: ignore[union-attr]
         if raw is not ABSENT:
@@ -131,6 +131,7 @@ def _own_setattr(tp: type) -> bool:
 
 
 _OBJECT_SETATTR = vars(object)["__setattr__"]
+_MODULE = types.ModuleType
 
 
 def _own(raw: object) -> tuple[int, object, object]:
@@ -150,14 +151,25 @@ def _missing(target: object, name: str) -> AttributeMissingError:
     )
 
 
-def process_value(entry: Any) -> object:
-    """The value the target shows outside any context activation (ABSENT: none)."""
-    for act in reversed(entry.stack):
-        if act.open and not act._ctx:
-            return act._value
-    if entry.kind == OWN or entry.kind == SETATTR:
-        return entry.original
-    return ABSENT
+def visible(entry: Any) -> tuple[object, Any]:
+    """What the open activations say: (the process value, the first open context activation).
+
+    The process value is what the target shows outside any context
+    activation: the value of the most recently entered open process-scope
+    activation, else the original (ABSENT: nothing, where the original was
+    inherited, served by a module ``__getattr__`` or created). The first
+    open context activation, or None, decides whether a context slot is in
+    place.
+    """
+    value = ABSENT if entry.kind == SHADOW else entry.original
+    first_context = None
+    for act in entry.stack:
+        if act.open:
+            if not act._ctx:
+                value = act._value
+            elif first_context is None:
+                first_context = act
+    return value, first_context
 
 
 def show(entry: Any) -> object:
@@ -168,7 +180,7 @@ def show(entry: Any) -> object:
     Raises what the target's own ``setattr``/``delattr`` raises.
     """
     target, name = entry.target, entry.name
-    value = process_value(entry)
+    value, first_context = visible(entry)
     if entry.kind == SETATTR:
         # Context scope is refused for these; the object's own setattr rules.
         current = getattr(target, name, ABSENT)
@@ -182,11 +194,6 @@ def show(entry: Any) -> object:
         return conflict
     current = target.__dict__.get(name, ABSENT)
     conflict = NO_CONFLICT if current is entry.installed else current
-    first_context = None
-    for act in entry.stack:
-        if act.open and act._ctx:
-            first_context = act
-            break
     slot = entry.slot
     desired = value
     if first_context is not None:

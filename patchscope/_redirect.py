@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, overload
 from . import _registry
 from ._accel import ACCELERATED, twin, twin_function
 from ._decorate import decorate, wrap_raw
+from ._entry import NO_CONFLICT
 from ._errors import AttributeMissingError
 from ._handles import Activation, ActivationGroup, stop_all
 from ._pairing import pair_enter, pair_exit, push, site_of
@@ -90,29 +91,32 @@ class _PyRedirectCore:
         "_value",
     )
 
-    def __init__(self, *args: Any) -> None:
+    def __init__(
+        self,
+        target: Any = None,
+        name: Any = None,
+        replacement: Any = None,
+        create: bool = False,
+        scope: Any = None,
+    ) -> None:
         self._handles: list[Any] = []  # live with-handles, guarded by the registry lock
-        self._key: tuple[int, str] | None = None  # registry key, when the target is fixed
-        self._target: Any = None
-        self._name: Any = None
-        self._value: Any = None  # what an activation installs
-        self._replacement: Any = None  # what ``with`` gives and active() shows
-        self._scope: Any = None
-        self._ctx = False  # activations install through a context slot
-        self._create = False
+        self._target = target
+        if name is not None:
+            name = sys.intern(name)  # as setattr interns the names it stores
+        self._name = name
+        self._value = replacement  # what an activation installs
+        self._replacement = replacement  # what ``with`` gives and active() shows
+        self._scope = scope
+        self._ctx = scope == "context"  # activations install through a context slot
+        self._create = bool(create)
+        # The registry key, where the target is fixed (a dotted path is
+        # resolved at each activation).
+        self._key: tuple[int, str] | None = (
+            None if name is None or type(target) is str else (id(target), name)
+        )
         self._slot: Any = None  # constructions: the dispatcher this context's acts go on
         self._spec: Any = None  # constructions: what is built, and for which classes
         self._prepared: Any = None  # the slot(s) its context activations installed last
-        if args:
-            target, name, replacement, create, scope = args
-            self._target = target
-            self._name = sys.intern(name)  # as setattr interns the names it stores
-            self._value = self._replacement = replacement
-            self._create = bool(create)
-            self._scope = scope
-            self._ctx = scope == "context"
-            if type(target) is not str:  # a dotted path is resolved at each activation
-                self._key = (id(target), self._name)
 
 
 class _PyGroupCore:
@@ -174,11 +178,12 @@ def _py_with_enter(redirect: Any) -> Any:
     with section:
         conflict = enter_locked(act, target)
         pair_enter(handles, act, frame)
-    try:
-        after(act, True, conflict, None)
-    except BaseException:
-        undo_entered(act, handles)
-        raise
+    if act._slot is not None or conflict is not NO_CONFLICT:  # else after() has nothing to do
+        try:
+            after(act, True, conflict, None)
+        except BaseException:
+            undo_entered(act, handles)
+            raise
     if act._pushed:
         push(handles, act)
     return redirect._replacement
@@ -190,7 +195,8 @@ def _py_with_exit(redirect: Any, typ: object, value: object, tb: object) -> None
     with section:
         act = pair_exit(redirect._handles, frame)
         conflict, error = exit_locked(act)
-    after(act, False, conflict, error)
+    if act._slot is not None or conflict is not NO_CONFLICT or error is not None:
+        after(act, False, conflict, error)
 
 
 def _py_group_activate(group: Any, code: Any, lasti: int) -> Any:
@@ -399,7 +405,8 @@ def redirect_attr(
     order; all bookkeeping is under one lock. Nothing changes if entry fails.
     """
     name = check_name(name)
-    scope = check_scope(scope)
+    if scope != "process" and scope != "context":
+        check_scope(scope)
     kind = PathAttrRedirect if type(target) is str else AttrRedirect
     return kind(target, name, replacement, bool(create), scope)
 

@@ -162,7 +162,9 @@ def _unregister(act: Any) -> None:
     act.open = False
     entry: Any = act._entry
     stack = entry.stack
-    if act in stack:
+    if stack and stack[-1] is act:
+        stack.pop()
+    elif act in stack:
         stack.remove(act)
     key = entry.key
     if not stack and entries.get(key) is entry:

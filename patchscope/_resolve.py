@@ -57,8 +57,13 @@ def describe(target: object) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
+_KEYWORDS = frozenset(keyword.kwlist)
+
+
 def check_name(name: object) -> str:
     """Return *name* if it is a plain identifier, else raise naming what was passed."""
+    if type(name) is str and name.isidentifier() and name not in _KEYWORDS:
+        return name
     if not isinstance(name, str):
         raise TypeError(
             f"attribute name must be a str, got {type(name).__name__} {name!r}"

@@ -31,7 +31,7 @@
  *
  *   Rules C repeats so that the operations above never step back into
  *   Python (a Python-level step is where a signal handler runs):
- *   entry.c      capture, show, process_value          _entry.capture, show, process_value
+ *   entry.c      capture, show, process_value          _entry.capture, show, visible
  *   registry.c   enter_locked, exit_locked, after_all  _registry.enter_locked, exit_locked, after
  *                group_stop                            _handles.stop_all
  *   pairing.c    pair_enter, pair_exit, pair_push      _pairing.pair_enter, pair_exit, push
