@@ -19,6 +19,7 @@ import, and is a constant: reading it is safe from any thread.
 from . import _accel
 from ._accel import ACCELERATED
 from ._construct import redirect_construction
+from ._during import deferred, during
 from ._errors import (
     AttributeMissingError,
     PatchscopeError,
@@ -28,8 +29,9 @@ from ._errors import (
     TargetResolutionError,
     UnsupportedTargetError,
 )
+from ._group import combine
 from ._handles import Activation, ActivationGroup
-from ._redirect import Redirect, combine, deferred, during, redirect_attr
+from ._redirect import Redirect, redirect_attr
 from ._registry import active, exclusive
 
 # The C accelerator, where it is in use, is given the objects it works with.

@@ -6,38 +6,34 @@ call or :meth:`Redirect.start` creates its own handle (an
 ``with`` blocks find their handle again by the frame of their ``with``
 statement (see ``_pairing``), so the same object works nested, recursively,
 from many threads, asyncio tasks and suspended generators (``mock.patch``
-keeps that state on the patcher and breaks; ANCHORS).
+keeps that state on the patcher, so concurrent or recursive use of one
+patcher breaks).
 
-Single-attribute redirects (``redirect_attr``, ``redirect_construction``,
-``during``) keep their fields in :class:`RedirectCore`, groups
-(``combine``) in :class:`GroupCore`; with the C accelerator both are C
-records, and the ``with``/``start()`` operations of redirects with a fixed
-target, and of groups of them, are the C twins of the functions below: one
-C call from the ``with`` statement to the registry, so that Ctrl-C can only
-land before or after it.
+This module holds the public base class and ``redirect_attr``. Single-attribute
+redirects (``redirect_attr`` here, ``redirect_construction`` in
+``_construct``, ``during`` in ``_during``) keep their fields in
+:class:`RedirectCore`; groups are in ``_group``. With the C accelerator the
+record is a C type, and the ``with``/``start()`` operations of redirects with
+a fixed target are the C twins of the functions below: one C call from the
+``with`` statement to the registry, so that Ctrl-C can only land before or
+after it.
 
-Twins: ``activate``, ``with_enter``, ``with_exit``, ``group_activate``,
-``group_enter``, ``group_exit``: the ``_c_*`` methods of the C records
-(``_c/redirect.c``); keep them in sync.
+Twins: ``activate``, ``with_enter``, ``with_exit``: the ``_c_*`` methods of the
+C ``RedirectCore`` (``_c/redirect.c``); ``redirect_attr``: ``AttrFactory``;
+keep them in sync.
 """
 
 from __future__ import annotations
 
-import contextvars
-import functools
 import keyword
 import sys
-import types
-import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
-from . import _registry
 from ._accel import ACCELERATED, twin, twin_function
-from ._decorate import decorate, wrap_raw
+from ._decorate import decorate
 from ._entry import NO_CONFLICT
-from ._errors import AttributeMissingError
-from ._handles import Activation, ActivationGroup, stop_all
+from ._handles import Activation, ActivationGroup
 from ._pairing import pair_enter, pair_exit, push, site_of
 from ._registry import (
     _py_enter,
@@ -47,7 +43,7 @@ from ._registry import (
     section,
     undo_entered,
 )
-from ._resolve import ABSENT, check_name, describe, lookup_mro, resolve
+from ._resolve import check_name, describe, resolve
 from ._slots import inherited_new
 
 _T = TypeVar("_T")
@@ -119,24 +115,11 @@ class _PyRedirectCore:
         self._prepared: Any = None  # the slot(s) its context activations installed last
 
 
-class _PyGroupCore:
-    """The fields of a group of redirects."""
-
-    __slots__ = ("__weakref__", "_handles", "_parts", "_value")
-
-    def __init__(self) -> None:
-        self._handles: list[Any] = []
-        self._parts: tuple[Any, ...] = ()
-        self._value: Any = None  # what ``with`` gives, when no part decides it per activation
-
-
 # Twins: the C accelerator's records (records.c); keep in sync.
 if TYPE_CHECKING:
     RedirectCore = _PyRedirectCore
-    GroupCore = _PyGroupCore
 else:
     RedirectCore = twin(_PyRedirectCore, "RedirectCore")
-    GroupCore = twin(_PyGroupCore, "GroupCore")
 
 
 # ---------------------------------------------------------------------------
@@ -199,44 +182,6 @@ def _py_with_exit(redirect: Any, typ: object, value: object, tb: object) -> None
         after(act, False, conflict, error)
 
 
-def _py_group_activate(group: Any, code: Any, lasti: int) -> Any:
-    """``_activate`` of a group: every part, in order, all or nothing."""
-    handles: list[Any] = []
-    try:
-        for part in group._parts:
-            handles.append(part._activate(code, lasti))
-    except BaseException:
-        try:
-            stop_all(handles)
-        except BaseException:
-            # What undoing the parts met (a conflict, a failed restore) is
-            # dropped, as the C twin (undo_locked) drops it: the caller gets
-            # why the group could not be entered.
-            pass
-        raise
-    value = group._value
-    if value is None:
-        value = tuple(_handle_value(h) for h in handles)
-    if all(type(h) is Activation or type(h) is ActivationGroup for h in handles):
-        return ActivationGroup(handles, value)
-    return _OwnHandlesGroup(handles, value)
-
-
-class _OwnHandlesGroup(ActivationGroup):
-    """A group with a part whose handle is its own (a Redirect subclass's ``_activate``).
-
-    Such a handle ends through its own ``stop()``, which the C accelerator's
-    group stop cannot call under the registry lock, so this group always
-    stops its parts one by one, in reverse order, as the Python twin does.
-    """
-
-    __slots__ = ()
-
-    def stop(self) -> None:
-        """End every part (reverse order); harmless if already stopped."""
-        stop_all(self._parts)
-
-
 def _generic_enter(redirect: Any) -> Any:
     """``__enter__`` from a redirect's ``_activate``: activate, then pair the handle."""
     frame = _getframe(1)
@@ -247,7 +192,7 @@ def _generic_enter(redirect: Any) -> Any:
         pair_enter(handles, handle, frame)
     if handle._pushed:
         push(handles, handle)
-    return _handle_value(handle)
+    return handle_value(handle)
 
 
 def _generic_exit(redirect: Any, typ: object, value: object, tb: object) -> None:
@@ -258,20 +203,17 @@ def _generic_exit(redirect: Any, typ: object, value: object, tb: object) -> None
     handle.stop()
 
 
-def _handle_value(handle: Any) -> object:
+def handle_value(handle: Any) -> object:
+    """What ``with`` gives for *handle*: the replacement, or a group's values."""
     if isinstance(handle, Activation):
         return handle.replacement
     return handle.value
 
 
-# Twins: the C accelerator's RedirectCore._c_* and GroupCore._c_* (redirect.c);
-# keep in sync.
+# Twins: the C accelerator's RedirectCore._c_* (redirect.c); keep in sync.
 activate: Any = twin(_py_activate, "RedirectCore._c_activate")
 with_enter: Any = twin(_py_with_enter, "RedirectCore._c_with_enter")
 with_exit: Any = twin(_py_with_exit, "RedirectCore._c_with_exit")
-group_activate: Any = twin(_py_group_activate, "GroupCore._c_activate")
-group_enter: Any = twin(_generic_enter, "GroupCore._c_with_enter")
-group_exit: Any = twin(_generic_exit, "GroupCore._c_with_exit")
 
 
 # ---------------------------------------------------------------------------
@@ -420,220 +362,3 @@ if not TYPE_CHECKING:
     )
 
 
-# ---------------------------------------------------------------------------
-# combine
-
-
-class Combined(Redirect, GroupCore):
-    """Several redirects entered in order (all or nothing), ended in reverse."""
-
-    __slots__ = ()
-
-    def __init__(self, parts: tuple[Redirect, ...]) -> None:
-        GroupCore.__init__(self)
-        self._parts = parts
-        # What ``with`` gives, when no part decides it per activation.
-        cores: list[Any] = [p for p in parts if isinstance(p, RedirectCore)]
-        if len(cores) == len(parts) and all(p._replacement is not ABSENT for p in cores):
-            self._value = tuple(p._replacement for p in cores)
-
-    def _args(self) -> tuple[Any, ...]:
-        return (self._parts,)
-
-    _activate = _py_group_activate
-
-    def __repr__(self) -> str:
-        return f"combine({', '.join(map(repr, self._parts))})"
-
-
-class FastCombined(Combined):
-    """A group whose parts all have fixed targets: entered and ended by the C accelerator."""
-
-    __slots__ = ()
-    _fast = True
-    _activate = group_activate
-    __enter__ = group_enter
-    __exit__ = group_exit
-
-
-def combine(*redirects: Redirect) -> Redirect:
-    """One redirect made of several: entered in order, all or nothing; ended in reverse.
-
-    ``with combine(a, b) as (va, vb):``. If entering a part fails, the parts
-    already entered are ended before the error propagates.
-
-    Thread safety: as for every :class:`Redirect`.
-    """
-    for r in redirects:
-        if not isinstance(r, Redirect):
-            raise TypeError(f"combine() takes Redirect objects, got {type(r).__name__} {r!r}")
-    fast = ACCELERATED and all(type(r)._fast for r in redirects)
-    return (FastCombined if fast else Combined)(tuple(redirects))
-
-
-# ---------------------------------------------------------------------------
-# deferred and during
-
-
-class Deferred(Redirect):
-    """A redirect chosen afresh at each activation by a factory (None: install nothing)."""
-
-    __slots__ = ("__weakref__", "_factory", "_handles", "_scope")
-
-    def __init__(self, factory: Callable[[], Redirect | None], scope: str = "process") -> None:
-        self._factory = factory
-        self._handles: list[Any] = []
-        self._scope = scope
-
-    def _args(self) -> tuple[Any, ...]:
-        return (self._factory, self._scope)
-
-    def _activate(self, code: Any, lasti: int) -> Activation | ActivationGroup:
-        redirect = self._factory()
-        if redirect is None:
-            return ActivationGroup([], None)
-        return redirect._activate(code, lasti)  # type: ignore[no-any-return]
-
-    def __repr__(self) -> str:
-        return f"deferred({self._factory!r})"
-
-
-def deferred(factory: Callable[[], Redirect | None], scope: str = "process") -> Redirect:
-    """A Redirect that calls *factory* at each activation and activates its result.
-
-    For redirects whose target or replacement depends on run-time state (the
-    active device, a setting read at call time): ``deferred(lambda:
-    redirect_attr(mod, "name", pick()))``. ``None`` from the factory means
-    "install nothing this time" (the handle is an empty
-    :class:`ActivationGroup`). *scope* is the scope of what the factory
-    returns; :func:`during` uses it to decide where its wrapper is installed.
-
-    Thread safety: as for every :class:`Redirect`. *factory* is called once
-    per activation, in the activating thread, outside the registry's lock;
-    it may run in several threads at once.
-    """
-    return Deferred(factory, check_scope(scope))
-
-
-def scope_of(redirect: Redirect) -> str:
-    """``"context"`` when everything *redirect* installs is context-scoped, else ``"process"``."""
-    if isinstance(redirect, Combined):
-        parts = {scope_of(part) for part in redirect._parts}
-        return "context" if parts == {"context"} else "process"
-    scope = getattr(redirect, "_scope", None)
-    return "context" if scope == "context" else "process"
-
-
-class During(Redirect, RedirectCore):
-    """``owner.method_name`` is wrapped so that *inner* is active while it runs."""
-
-    __slots__ = ("_gated", "_inner")
-
-    def __init__(self, owner: object, name: str, inner: Redirect) -> None:
-        RedirectCore.__init__(self)
-        self._target = owner
-        self._name = name
-        self._inner = inner
-        self._replacement = ABSENT  # activations show their wrapper
-        # Context-scoped redirects reach only calls made in the activating
-        # context, so the wrapper that activates them is installed in the same
-        # scope: other threads and tasks keep calling the original.
-        # Context slots exist for module and class attributes only: on any
-        # other object the wrapper is installed for every thread, and lets
-        # only calls from the activating context through (see _ContextGate).
-        slotted = isinstance(owner, (str, type, types.ModuleType))  # str: see _activate
-        self._gated = not slotted and scope_of(inner) == "context"
-        self._scope = scope_of(inner) if slotted else "process"
-        self._ctx = self._scope == "context"
-
-    def _args(self) -> tuple[Any, ...]:
-        return (self._target, self._name, self._inner)
-
-    def _activate(self, code: Any, lasti: int) -> Activation:
-        owner = self._target
-        if isinstance(owner, str):
-            # Whether a context slot can hold the wrapper depends on what the
-            # path names now (a class or module, or another object).
-            return During(resolve(owner), self._name, self._inner)._activate(code, lasti)
-        if isinstance(owner, type):
-            raw = lookup_mro(owner, self._name)
-        else:
-            raw = getattr(owner, "__dict__", {}).get(self._name, ABSENT)
-            if raw is ABSENT:
-                raw = getattr(owner, self._name, ABSENT)
-        if raw is ABSENT:
-            raise AttributeMissingError(
-                f"{describe(owner)} has no attribute {self._name!r} to wrap; "
-                "during() wraps an existing method or constructor: check the name"
-            )
-        value = wrap_raw(self._inner, raw)
-        if self._gated:
-            value = _ContextGate.around(value, raw)
-        act = Activation(self, value, code, lasti)
-        _registry.enter(act, owner)
-        return act
-
-    def __repr__(self) -> str:
-        owner = self._target if isinstance(self._target, str) else describe(self._target)
-        return f"during({owner}, {self._name!r}, {self._inner!r})"
-
-
-class _ContextGate:
-    """Which gates the current context opened: a wrapper on an instance runs only there.
-
-    An instance has no context slot, so ``during()`` installs its wrapper on
-    it for every thread; the gate around the wrapper lets calls from the
-    activating context (and copies of it) run the wrapper, and sends every
-    other call to the original. The context holds weak references, so a gate
-    whose activation ended and was dropped leaves nothing alive; dead ones are
-    pruned at the context's next opening.
-    """
-
-    __slots__ = ("__weakref__",)
-
-    _opened: contextvars.ContextVar[tuple[weakref.ref[_ContextGate], ...]] = contextvars.ContextVar(
-        "patchscope_during_gates", default=()
-    )
-
-    @classmethod
-    def around(cls, wrapper: Callable[..., Any], original: Any) -> Any:
-        """Open a new gate in this context; the callable that goes through it."""
-        token = cls()
-        opened = cls._opened
-        live = tuple(ref for ref in opened.get() if ref() is not None)
-        opened.set((*live, weakref.ref(token)))
-
-        def gated(*args: Any, **kwargs: Any) -> Any:
-            for ref in opened.get():
-                if ref() is token:
-                    return wrapper(*args, **kwargs)
-            return original(*args, **kwargs)
-
-        return functools.update_wrapper(gated, original)
-
-
-def during(owner: object, method_name: str, *redirects: Redirect) -> Redirect:
-    """Wrap ``owner.method_name`` so that *redirects* are active while it runs.
-
-    For code you do not own: ``with during(ThirdPartyModel, "__init__",
-    device_events()): ...`` makes every construction inside the block run with
-    the redirects. Ending it restores the exact original (by identity in
-    ``vars(owner)``, or deletes the wrapper if the method was inherited).
-
-    Thread safety: as for every :class:`Redirect`. The wrapper has the scope
-    of *redirects*: when all of them are context-scoped (the default of
-    ``redirect_attr`` with ``scope="context"``, of ``device_events()`` and
-    ``device_namespace()``), only calls made in the activating thread or
-    asyncio task run with them, and calls from other contexts run the
-    original at the same time (on an instance, which has no context slot, the
-    wrapper is on the instance for every thread and sends their calls to the
-    original). If any of them is process-scoped, the wrapper is installed,
-    and runs them, for every thread.
-    """
-    method_name = check_name(method_name)
-    if not redirects:
-        raise TypeError(f"during({describe(owner)}, {method_name!r}) needs at least one redirect")
-    inner = redirects[0] if len(redirects) == 1 else combine(*redirects)
-    if not isinstance(inner, Redirect):
-        raise TypeError(f"during() takes Redirect objects, got {type(inner).__name__} {inner!r}")
-    return During(owner, method_name, inner)

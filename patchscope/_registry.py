@@ -226,7 +226,16 @@ def after(act: Any, entered: bool, conflict: object, error: BaseException | None
 #: The modules whose frames lie between a user's ``with`` or ``stop()`` and a warning.
 CORE_MODULES = frozenset(
     f"{__name__.rpartition('.')[0]}.{name}"
-    for name in ("_registry", "_handles", "_redirect", "_construct", "_decorate", "_pairing")
+    for name in (
+        "_registry",
+        "_handles",
+        "_redirect",
+        "_group",
+        "_during",
+        "_construct",
+        "_decorate",
+        "_pairing",
+    )
 )
 
 

@@ -28,7 +28,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import Bundle, RuleBasedStateMachine, consumes, invariant, rule
 
 import patchscope
-from patchscope import _accel, _redirect, _registry
+from patchscope import _accel, _group, _redirect, _registry
 from patchscope._resolve import ABSENT
 from patchscope.testing import _snapshot
 
@@ -204,7 +204,7 @@ class Twin:
 
     def start(self, redirect: Any) -> Any:
         code = self.start.__code__
-        if isinstance(redirect, _redirect.Combined):
+        if isinstance(redirect, _group.Combined):
             return self.group_activate(redirect, code, 0)
         return self.activate(redirect, code, 0)
 
@@ -236,25 +236,25 @@ def _c_group_exit(group: Any, *exc: object) -> Any:
 
 
 def _c_enter(redirect: Any) -> Any:
-    if isinstance(redirect, _redirect.Combined):
+    if isinstance(redirect, _group.Combined):
         return _accel.speedups.GroupCore._c_with_enter(redirect)
     return _accel.speedups.RedirectCore._c_with_enter(redirect)
 
 
 def _c_exit(redirect: Any, *exc: object) -> Any:
-    if isinstance(redirect, _redirect.Combined):
+    if isinstance(redirect, _group.Combined):
         return _accel.speedups.GroupCore._c_with_exit(redirect, *exc)
     return _accel.speedups.RedirectCore._c_with_exit(redirect, *exc)
 
 
 def _py_enter(redirect: Any) -> Any:
-    if isinstance(redirect, _redirect.Combined):
+    if isinstance(redirect, _group.Combined):
         return _redirect._generic_enter(redirect)
     return _redirect._py_with_enter(redirect)
 
 
 def _py_exit(redirect: Any, *exc: object) -> Any:
-    if isinstance(redirect, _redirect.Combined):
+    if isinstance(redirect, _group.Combined):
         return _redirect._generic_exit(redirect, *exc)
     return _redirect._py_with_exit(redirect, *exc)
 
@@ -262,7 +262,7 @@ def _py_exit(redirect: Any, *exc: object) -> Any:
 def _py_group_activate(group: Any, code: Any, lasti: int) -> Any:
     handles = [
         _redirect._py_activate(part, code, lasti)
-        if not isinstance(part, _redirect.Combined)
+        if not isinstance(part, _group.Combined)
         else _py_group_activate(part, code, lasti)
         for part in group._parts
     ]

@@ -1,6 +1,6 @@
 /* The with/start() operations of single-attribute redirects with a fixed
  * target and of groups of them: twins of _redirect._py_activate,
- * _py_with_enter, _py_with_exit, _py_group_activate and the group's
+ * _py_with_enter, _py_with_exit, _group._py_group_activate and the group's
  * with-block pairing. Each is one C call from the with statement (or from
  * start()) to the registry and back: a signal lands before it or after it.
  * Keep in sync. */
@@ -341,7 +341,7 @@ PyMethodDef rcore_methods[] = {
 
 PyMethodDef gcore_methods[] = {
     {"_c_activate", (PyCFunction)(void (*)(void))c_activate, METH_FASTCALL,
-     "_activate(code, lasti): a new live ActivationGroup (twin of _py_group_activate)."},
+     "_activate(code, lasti): a new live ActivationGroup (twin of _group._py_group_activate)."},
     {"_c_with_enter", (PyCFunction)c_with_enter, METH_NOARGS,
      "__enter__ (twin of _redirect._generic_enter on a group)."},
     {"_c_with_exit", (PyCFunction)(void (*)(void))c_with_exit, METH_FASTCALL,
