@@ -1,0 +1,166 @@
+"""deferred and during (patchscope._during): a redirect chosen per activation, a wrapped method."""
+
+from __future__ import annotations
+
+import sys
+import types
+
+import pytest
+from _threads import in_other_thread
+
+import patchscope
+from patchscope import (
+    AttributeMissingError,
+    during,
+    redirect_attr,
+)
+
+
+def test_during_wraps_a_third_party_constructor() -> None:
+    """during(owner, '__init__', r): r is active while the constructor runs, then gone."""
+    mod = types.ModuleType("device")
+    mod.kind = "cuda"
+
+    class ThirdParty:
+        def __init__(self) -> None:
+            self.seen = mod.kind
+
+    raw = vars(ThirdParty)["__init__"]
+    with during(ThirdParty, "__init__", redirect_attr(mod, "kind", "cpu")):
+        assert ThirdParty().seen == "cpu"
+        assert mod.kind == "cuda"
+    assert vars(ThirdParty)["__init__"] is raw
+    assert ThirdParty().seen == "cuda"
+
+
+def test_during_inherited_method_deletes_the_shadow() -> None:
+    """Wrapping an inherited method puts a shadow in the owner, deleted on exit."""
+    mod = types.ModuleType("m")
+    mod.flag = False
+
+    class Base:
+        def run(self) -> bool:
+            return bool(mod.flag)
+
+    class Sub(Base):
+        pass
+
+    handle = during(Sub, "run", redirect_attr(mod, "flag", True)).start()
+    assert Sub().run() is True and Base().run() is False
+    handle.stop()
+    assert "run" not in vars(Sub) and Sub().run() is False
+
+
+def test_during_staticmethod_keeps_binding() -> None:
+    """A wrapped staticmethod still binds as one."""
+    mod = types.ModuleType("m")
+    mod.x = 1
+
+    class C:
+        @staticmethod
+        def f(a: int) -> int:
+            return a + int(mod.x)
+
+    with during(C, "f", redirect_attr(mod, "x", 10)):
+        assert C.f(1) == 11 and C().f(1) == 11
+    assert C.f(1) == 2
+
+
+@pytest.mark.parametrize("owner_kind", ["class", "inherited", "staticmethod"])
+def test_during_with_context_redirects_leaves_other_threads_alone(owner_kind: str) -> None:
+    """Context-scoped redirects: only the activating context's calls are wrapped."""
+    mod = types.ModuleType("m")
+    mod.kind = "orig"
+
+    class Base:
+        def __init__(self) -> None:
+            self.seen = mod.kind
+
+        @staticmethod
+        def probe() -> str:
+            return str(mod.kind)
+
+    class Sub(Base):
+        pass
+
+    owner, name = {
+        "class": (Base, "__init__"),
+        "inherited": (Sub, "__init__"),
+        "staticmethod": (Base, "probe"),
+    }[owner_kind]
+    call = (lambda: owner().seen) if name == "__init__" else (lambda: owner.probe())
+    before = dict(vars(owner))
+    wrapped = during(owner, name, redirect_attr(mod, "kind", "new", scope="context"))
+    with wrapped:
+        assert call() == "new"
+        assert in_other_thread(call) == "orig"
+    assert dict(vars(owner)) == before
+    assert call() == "orig" and patchscope.active() == ()
+
+
+def test_during_scope_follows_its_redirects() -> None:
+    """The wrapper is context-scoped only when everything it activates is."""
+    mod = types.ModuleType("m")
+    mod.x = mod.y = 0
+
+    class C:
+        def run(self) -> int:
+            return int(mod.x) + int(mod.y)
+
+    ctx = redirect_attr(mod, "x", 1, scope="context")
+    proc = redirect_attr(mod, "y", 2)
+    with during(C, "run", ctx):
+        assert C().run() == 1 and in_other_thread(lambda: C().run()) == 0
+    with during(C, "run", ctx, proc):  # a process-scoped part reaches every thread
+        assert C().run() == 3 and in_other_thread(lambda: C().run()) == 3
+    instance = C()
+    with during(instance, "run", ctx):  # on the instance for every thread, gated
+        assert instance.run() == 1 and in_other_thread(instance.run) == 0
+        with during(instance, "run", proc):  # a process-scoped one runs everywhere
+            assert instance.run() == 3 and in_other_thread(instance.run) == 2
+    assert C().run() == 0 and "run" not in vars(instance)
+    holder = types.ModuleType("patchscope_during_holder")
+    holder.C, holder.instance = C, instance
+    sys.modules[holder.__name__] = holder
+    try:  # a path: the scope follows what it names at each activation
+        with during(f"{holder.__name__}.C", "run", ctx):
+            assert C().run() == 1 and in_other_thread(lambda: C().run()) == 0
+        with during(f"{holder.__name__}.instance", "run", ctx):
+            assert instance.run() == 1 and in_other_thread(instance.run) == 0
+    finally:
+        del sys.modules[holder.__name__]
+    assert C().run() == 0 and patchscope.active() == ()
+
+
+def test_during_missing_method() -> None:
+    """during() on a missing method names owner and method."""
+
+    class C:
+        pass
+
+    with pytest.raises(AttributeMissingError, match="'nope'") as info:
+        during(C, "nope", redirect_attr(types.ModuleType("m"), "x", 1, create=True)).start()
+    assert "create=True" not in str(info.value)
+
+
+def test_deferred_activates_what_its_factory_returns_each_time() -> None:
+    """patchscope.deferred() calls its factory at each activation; None installs nothing."""
+    target = types.ModuleType("deferred_target")
+    target.attr = "original"
+    choices = ["first", None, "third"]
+
+    def factory() -> patchscope.Redirect | None:
+        value = choices.pop(0)
+        return None if value is None else patchscope.redirect_attr(target, "attr", value)
+
+    redirect = patchscope.deferred(factory)
+    with redirect:
+        assert target.attr == "first"
+    handle = redirect.start()
+    assert handle.activations == () and target.attr == "original"
+    handle.stop()
+    with redirect:
+        assert target.attr == "third"
+    assert target.attr == "original" and choices == []
+    with pytest.raises(ValueError, match="scope must be"):
+        patchscope.deferred(factory, scope="thread")

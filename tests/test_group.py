@@ -1,0 +1,170 @@
+"""combine (patchscope._group): all or nothing, reverse ends, values, parts' own handles."""
+
+from __future__ import annotations
+
+import threading
+import types
+import warnings
+
+import pytest
+
+import patchscope
+from patchscope import (
+    AttributeMissingError,
+    RedirectConflictWarning,
+    RestoreError,
+    TargetNotWritableError,
+    combine,
+    redirect_attr,
+)
+
+
+@pytest.mark.parametrize("scope", ["process", "context"])
+def test_a_conflict_warning_raised_as_an_error_ends_every_part_first(scope: str) -> None:
+    """With warnings as errors, a group's end still restores every part, then raises."""
+    mod = types.ModuleType("m")
+    mod.a, mod.b, mod.c = originals = (object(), object(), object())
+    group = combine(*(redirect_attr(mod, name, name, scope=scope) for name in "abc"))
+    handle = group.start()
+    mod.b = "intruder"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RedirectConflictWarning)
+        with pytest.raises(RedirectConflictWarning, match=r"'b'.*'intruder'"):
+            handle.stop()
+    assert patchscope.active() == ()
+    assert (mod.a, mod.b, mod.c) == originals
+    assert [vars(mod)[name] for name in "abc"] == list(originals)
+
+
+def test_a_group_that_cannot_be_entered_raises_why_not_what_its_undo_met() -> None:
+    """A failing part undoes the others; a conflict met undoing them does not replace the error."""
+    mod = types.ModuleType("m")
+    mod.a = original = object()
+
+    class Refusing(type):
+        def __setattr__(cls, name: str, value: object) -> None:
+            if name == "b":
+                mod.a = "intruder"  # so undoing the first part meets a conflict
+                raise AttributeError("read-only here")
+            type.__setattr__(cls, name, value)
+
+    class Target(metaclass=Refusing):
+        b = 0
+
+    group = combine(redirect_attr(mod, "a", 9), redirect_attr(Target, "b", 2))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RedirectConflictWarning)
+        with pytest.raises(TargetNotWritableError, match="'b'"):
+            group.start()
+    assert patchscope.active() == ()
+    assert mod.a is original and vars(Target)["b"] == 0
+
+
+def test_restore_failure_raises_after_other_restores() -> None:
+    """A failing restore does not stop the others; RestoreError comes after all ran."""
+
+    class Lockable:
+        locked = False
+
+        def __setattr__(self, name: str, value: object) -> None:
+            if type(self).locked:
+                raise AttributeError("locked")
+            object.__setattr__(self, name, value)
+
+    obj = Lockable()
+    obj.a = 1
+    mod = types.ModuleType("m")
+    mod.b = original_b = object()
+    with pytest.raises(RestoreError) as info:
+        with combine(redirect_attr(mod, "b", 2), redirect_attr(obj, "a", 2)):
+            Lockable.locked = True
+    assert mod.b is original_b
+    assert len(info.value.errors) == 1
+    assert "attribute 'a'" in str(info.value) and "Lockable" in str(info.value)
+    assert patchscope.active() == ()
+
+
+def test_combine_is_all_or_nothing() -> None:
+    """If a later part fails to enter, the earlier parts are undone first."""
+    mod = types.ModuleType("m")
+    mod.a = original = object()
+    with pytest.raises(AttributeMissingError):
+        with combine(redirect_attr(mod, "a", 1), redirect_attr(mod, "missing", 2)):
+            pass
+    assert mod.a is original and patchscope.active() == ()
+
+
+def test_combine_values_and_reverse_exit() -> None:
+    """with combine(a, b) as (va, vb); parts end in reverse order."""
+    mod = types.ModuleType("m")
+    mod.a, mod.b = 1, 2
+    with combine(redirect_attr(mod, "a", 10), redirect_attr(mod, "b", 20)) as values:
+        assert values == (10, 20) and (mod.a, mod.b) == (10, 20)
+    assert (mod.a, mod.b) == (1, 2)
+
+
+class _OwnHandle:
+    """A handle that ends through its own stop(), as a Redirect subclass may return."""
+
+    def __init__(self, inner: object, log: list[str], label: str) -> None:
+        self._inner, self._log, self._label = inner, log, label
+        self.value = label
+        self.activations = inner.activations  # type: ignore[attr-defined]
+        self.thread_id = threading.get_ident()
+        self._pushed, self._frame, self._live = False, None, True
+
+    def stop(self) -> None:
+        if self._live:
+            self._live = False
+            self._log.append(f"stop {self._label}")
+        self._inner.stop()  # type: ignore[attr-defined]
+
+
+class _OwnHandleRedirect(patchscope.Redirect):
+    """A Redirect whose activation wraps another's handle in one of its own."""
+
+    __slots__ = ("__weakref__", "_handles", "_inner", "_label", "_log")
+
+    def __init__(self, inner: patchscope.Redirect, log: list[str], label: str) -> None:
+        self._inner, self._log, self._label = inner, log, label
+        self._handles: list[object] = []
+
+    def _args(self) -> tuple[object, ...]:
+        return (self._inner, self._log, self._label)
+
+    def _activate(self, code: object, lasti: int) -> _OwnHandle:
+        return _OwnHandle(self._inner._activate(code, lasti), self._log, self._label)  # type: ignore[attr-defined]
+
+
+def test_combine_ends_parts_with_handles_of_their_own() -> None:
+    """A part whose handle is its own ends through its stop(), in every form, nested too."""
+    mod = types.ModuleType("m")
+    mod.a, mod.b, mod.c = 1, 2, 3
+    log: list[str] = []
+    own = _OwnHandleRedirect(redirect_attr(mod, "b", 20, scope="context"), log, "own")
+    makers = [
+        lambda: combine(own),
+        lambda: combine(redirect_attr(mod, "a", 10), own, redirect_attr(mod, "c", 30)),
+        lambda: combine(combine(own), redirect_attr(mod, "c", 30)),
+    ]
+    for make in makers:
+        with make():
+            assert mod.b == 20 and len(patchscope.active()) >= 1
+        handle = make().start()
+        assert mod.b == 20
+        handle.stop()
+        handle.stop()
+
+        @make()
+        def read() -> int:
+            return int(mod.b)
+
+        assert read() == 20
+        assert (mod.a, mod.b, mod.c) == (1, 2, 3) and patchscope.active() == ()
+    assert log == ["stop own"] * 9
+
+
+def test_combine_rejects_non_redirects() -> None:
+    """combine() names what it was given."""
+    with pytest.raises(TypeError, match="int"):
+        combine(1)  # type: ignore[arg-type]
