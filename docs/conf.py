@@ -56,7 +56,7 @@ autodoc_typehints = "signature"
 nitpicky = True
 nitpick_ignore_regex = [
     (r"py:.*", r"(torch|pytest|_pytest|hypothesis)\..*"),
-    (r"py:.*", r"(ast|collections\.abc|contextvars|os|threading|warnings)(\..*)?"),
+    (r"py:.*", r"(ast|collections\.abc|contextlib|contextvars|os|threading|warnings)(\..*)?"),
     # The ``scope`` parameters' ``Literal["context", "process"]`` alias.
     (r"py:class", r"Scope"),
 ]

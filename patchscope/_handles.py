@@ -104,6 +104,10 @@ class Activation(ActivationBase):
 
     __slots__ = ()
 
+    # The record's own (in C, one call with no Python-level step), named here
+    # so that it is documented with the class.
+    stop = ActivationBase.stop
+
     @property
     def target(self) -> object:
         """The object whose attribute is redirected."""
@@ -176,6 +180,8 @@ class ActivationGroup(GroupBase):
     """
 
     __slots__ = ()
+
+    stop = GroupBase.stop  # the record's own, as Activation.stop
 
     @property
     def activations(self) -> tuple[Activation, ...]:
