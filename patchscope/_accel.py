@@ -69,8 +69,9 @@ def twin(python: Any, name: str) -> Any:
 
     *name* is the item's name in ``patchscope._speedups`` (``"Entry"``,
     ``"RedirectCore._c_activate"``), as ``patchscope/_c/speedups.h`` lists
-    it. Called at import by the module that defines *python*; the answer
-    never changes afterwards.
+    it. *python* is None for a C quick check that has no Python twin of its
+    own (the caller's code is the reference). Called at import by the module
+    that defines *python*; the answer never changes afterwards.
     """
     if speedups is None:
         return python

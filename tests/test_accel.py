@@ -10,15 +10,18 @@ or as a crash).
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import gc
 import importlib.util
 import os
+import re
 import subprocess
 import sys
 import threading
 import types
 import warnings
+from pathlib import Path
 
 import pytest
 from _threads import in_other_thread
@@ -43,6 +46,32 @@ def test_accelerator_in_use_unless_pure_python_is_asked_for() -> None:
         assert _redirect.with_enter is _redirect._py_with_enter
         assert _entry.Entry is _entry._PyEntry
         assert _handles.ActivationBase is _handles._PyActivationBase
+
+
+def test_only_the_switch_reads_the_extension() -> None:
+    """No module but _accel names patchscope._speedups: every twin is picked in one place."""
+    package = Path(patchscope.__file__).parent
+    readers = []
+    for path in sorted(package.rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            named = (isinstance(node, ast.Name) and node.id == "speedups") or (
+                isinstance(node, ast.alias) and node.name in ("speedups", "_speedups")
+            )
+            if named or (isinstance(node, ast.Constant) and node.value == "patchscope._speedups"):
+                readers.append(f"{path.relative_to(package)}:{node.lineno}")
+    assert readers and all(reader.startswith("_accel.py:") for reader in readers), readers
+
+
+def test_every_c_twin_is_named_in_the_contract_table() -> None:
+    """Each name the extension exports is listed in speedups.h's table with its Python twin."""
+    if not _accel.ACCELERATED:
+        pytest.skip("needs the C accelerator")
+    header = Path(patchscope.__file__).parent / "_c" / "speedups.h"
+    table = header.read_text(encoding="utf-8").split("#ifndef", 1)[0]
+    exported = [name for name in vars(_accel.speedups) if not name.startswith("__")]
+    missing = [name for name in exported if not re.search(rf"\b{re.escape(name)}\b", table)]
+    assert exported and missing == []
 
 
 @pytest.mark.parametrize("value", ["1", "true", "Yes", " on "])

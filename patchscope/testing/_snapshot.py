@@ -20,7 +20,7 @@ from collections.abc import Iterable, Iterator
 from operator import is_
 from typing import Any, Final
 
-from .._accel import speedups
+from .._accel import twin
 from .._resolve import ABSENT, describe
 
 #: Names the interpreter itself writes as caches, which are not patches: the
@@ -260,7 +260,8 @@ def _py_same_namespace(
     )
 
 
-_c_same_namespace = speedups.same_namespace if speedups is not None else None
+#: The C twin's quick check (None where it cannot tell, or where pure Python runs).
+_c_same_namespace: Any = twin(None, "same_namespace")
 
 
 def _same_namespace(current: Any, saved: dict[str, object], names: list[str]) -> bool:
