@@ -548,36 +548,6 @@ def test_during_missing_method() -> None:
     assert "create=True" not in str(info.value)
 
 
-def test_active_reports_target_name_scope_site_thread() -> None:
-    """active() lists live activations with where and by whom they were entered."""
-    mod = types.ModuleType("m")
-    mod.value = 1
-    handle = redirect_attr(mod, "value", 2).start()
-    line = sys._getframe().f_lineno - 1
-    try:
-        (act,) = patchscope.active()
-        assert act.target is mod and act.name == "value" and act.replacement == 2
-        assert act.scope == "process"
-        assert act.site == f"{__file__}:{line}"
-        assert act.thread_name == "MainThread"
-        assert act.thread is threading.current_thread()
-        assert "live" in repr(act)
-    finally:
-        handle.stop()
-    assert patchscope.active() == ()
-    assert "ended" in repr(act)
-
-
-def test_active_stop_from_listing_ends_it() -> None:
-    """An activation found through active() can be stopped; the with-block exit is then a no-op."""
-    mod = types.ModuleType("m")
-    mod.value = original = object()
-    with redirect_attr(mod, "value", 2):
-        patchscope.active()[0].stop()
-        assert mod.value is original
-    assert mod.value is original
-
-
 def test_import_does_not_pull_optional_dependencies() -> None:
     """import patchscope imports neither torch nor pytest nor hypothesis."""
     import subprocess
