@@ -290,7 +290,10 @@ def test_failed_restores_are_collected_into_one_error_after_every_part_ran() -> 
     handle.stop()  # ended despite the failures: nothing is raised again
 
 
-def test_another_error_is_raised_after_every_part_stopped_in_place_of_restore_errors() -> None:
+@pytest.mark.parametrize("also_failing", [False, True], ids=["alone", "with-restore-error"])
+def test_another_error_is_raised_after_every_part_stopped_in_place_of_restore_errors(
+    also_failing: bool,
+) -> None:
     """Another error from a part's end (a warning made an error) waits for the rest, then wins."""
     log: list[str] = []
     obj = _Logged(log, a=1, b=2)
@@ -300,7 +303,8 @@ def test_another_error_is_raised_after_every_part_stopped_in_place_of_restore_er
         redirect_attr(obj, "a", 10), redirect_attr(obj, "b", 20), redirect_attr(mod, "x", 5)
     ).start()
     mod.x = "intruder"  # ending the last part meets a conflict
-    obj.fail("b", AttributeError("locked b"))  # ending the middle part fails to restore
+    if also_failing:
+        obj.fail("b", AttributeError("locked b"))  # and ending the middle part fails to restore
     log.clear()
     with warnings.catch_warnings():
         warnings.simplefilter("error", RedirectConflictWarning)
@@ -308,4 +312,5 @@ def test_another_error_is_raised_after_every_part_stopped_in_place_of_restore_er
             handle.stop()
     assert log == ["b", "a"]  # the parts after the conflict were still stopped
     assert vars(obj)["a"] == 1 and mod.x is original
+    assert vars(obj)["b"] == (20 if also_failing else 2)
     assert patchscope.active() == ()

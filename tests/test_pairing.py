@@ -19,7 +19,7 @@ import pytest
 from _threads import JOIN, in_other_thread
 
 import patchscope
-from patchscope import Activation, combine, redirect_attr
+from patchscope import Activation, combine, redirect_attr, redirect_construction
 
 UNPAIRED = "__exit__ without a matching __enter__ in this thread"  # the documented error
 
@@ -112,17 +112,35 @@ def test_exitstack_entry_site_is_the_callers_line() -> None:
         assert patchscope.active()[0].site == f"{__file__}:{line}"
 
 
-def test_blocks_nested_in_one_frame_exit_innermost_first() -> None:
+class _Built:
+    """A class whose constructions are redirected."""
+
+
+def _redirect(kind: str, mod: types.ModuleType) -> patchscope.Redirect:
+    """A redirect of each kind that enters one activation (and sets ``mod.value`` if it can)."""
+    if kind == "attr":
+        return redirect_attr(mod, "value", "new")
+    if kind == "combined":
+        return combine(redirect_attr(mod, "value", "new"))
+    return redirect_construction(_Built, dict)
+
+
+KINDS = ["attr", "combined", "construction"]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_blocks_nested_in_one_frame_exit_innermost_first(kind: str) -> None:
     """Two entries from one frame: the first exit ends the newer activation."""
     mod = _module()
-    r = redirect_attr(mod, "value", "new")
+    r = _redirect(kind, mod)
     outer = _entered(r.__enter__)
     inner = _entered(r.__enter__)
     r.__exit__(None, None, None)
     assert not inner.open and outer.open
-    assert patchscope.active() == (outer,) and mod.value == "new"
+    assert patchscope.active() == (outer,)
     r.__exit__(None, None, None)
-    assert not outer.open and mod.value == "orig"
+    assert not outer.open and patchscope.active() == ()
+    assert mod.value == "orig" and type(_Built()) is _Built
 
 
 def test_an_exception_leaving_the_block_ends_its_activation_and_propagates() -> None:
@@ -315,12 +333,13 @@ def test_a_second_exit_after_the_last_block_raises() -> None:
     assert patchscope.active() == ()
 
 
-def test_an_exitstack_entry_reports_the_caller_even_when_nested() -> None:
+@pytest.mark.parametrize("kind", KINDS)
+def test_an_exitstack_entry_reports_the_caller_even_when_nested(kind: str) -> None:
     """Entries through enter_context report the line that called it, each at its own line."""
-    mod = _module()
-    r = redirect_attr(mod, "value", "new")
+    r = _redirect(kind, _module())
     with contextlib.ExitStack() as stack:
         first = _entered(lambda: stack.enter_context(r))
         line = sys._getframe().f_lineno - 1
         second = _entered(lambda: stack.enter_context(r))
         assert first.site == f"{__file__}:{line}" and second.site == f"{__file__}:{line + 2}"
+    assert patchscope.active() == ()
