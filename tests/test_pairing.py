@@ -1,0 +1,345 @@
+"""patchscope._pairing: each ``__exit__`` ends the activation its own ``__enter__`` made.
+
+A Redirect keeps no per-activation state, so these check, through the public
+API, which activation an exit ends: by frame (nesting, recursion, generators,
+coroutines, other threads), through ``contextlib.ExitStack``, out of order,
+and the error an exit that matches nothing raises.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sys
+import threading
+import types
+from collections.abc import Callable, Iterator
+
+import pytest
+from _threads import JOIN, in_other_thread
+
+import patchscope
+from patchscope import Activation, combine, redirect_attr, redirect_construction
+
+UNPAIRED = "__exit__ without a matching __enter__ in this thread"  # the documented error
+
+
+def _module() -> types.ModuleType:
+    mod = types.ModuleType("m")
+    mod.value = "orig"
+    return mod
+
+
+def _live() -> set[int]:
+    return {id(a) for a in patchscope.active()}
+
+
+def _entered(enter: Callable[[], object]) -> Activation:
+    """Call *enter* and return the one activation it added."""
+    before = _live()
+    enter()
+    (added,) = [a for a in patchscope.active() if id(a) not in before]
+    return added
+
+
+def test_same_redirect_nested_and_recursive() -> None:
+    """One Redirect object entered many times at once: each with is independent."""
+    mod = types.ModuleType("m")
+    mod.value = "orig"
+    r = redirect_attr(mod, "value", "new")
+
+    def recurse(n: int) -> int:
+        with r:
+            assert mod.value == "new"
+            return n if n == 0 else recurse(n - 1) + 1
+
+    assert recurse(20) == 20
+    assert mod.value == "orig"
+    assert patchscope.active() == ()
+
+
+def test_exit_without_enter_is_an_error() -> None:
+    """__exit__ with no matching __enter__ is a RuntimeError, not a silent no-op."""
+    r = redirect_attr(types.ModuleType("m"), "x", 1, create=True)
+    with pytest.raises(RuntimeError, match="without a matching"):
+        r.__exit__(None, None, None)
+
+
+def test_exitstack_pairs_nested_activations_of_one_redirect() -> None:
+    """enter_context() from ExitStack (enter and exit in other frames) still pairs exactly."""
+
+    mod = types.ModuleType("m")
+    mod.value = "orig"
+    r = redirect_attr(mod, "value", "r")
+    s = redirect_attr(mod, "value", "s")
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(r)
+        stack.enter_context(s)
+        stack.enter_context(r)
+        assert mod.value == "r"
+        assert len(patchscope.active()) == 3
+    assert mod.value == "orig" and patchscope.active() == ()
+
+
+def test_exitstack_exit_from_another_thread_ends_the_exitstack_activation() -> None:
+    """An ExitStack entered in a worker and closed elsewhere ends its own activation only."""
+
+    mod = types.ModuleType("m")
+    mod.value = "orig"
+    r = redirect_attr(mod, "value", "new", scope="context")
+    stack = contextlib.ExitStack()
+    worker = threading.Thread(target=lambda: stack.enter_context(r))
+    worker.start()
+    worker.join(10)
+    assert not worker.is_alive()
+    with r:
+        assert mod.value == "new"
+        stack.close()
+        assert mod.value == "new"  # this block's activation is still live
+        (act,) = patchscope.active()
+        assert act.site.startswith(__file__)  # not contextlib.py
+    assert mod.value == "orig" and patchscope.active() == ()
+
+
+def test_exitstack_entry_site_is_the_callers_line() -> None:
+    """Entered through ExitStack.enter_context, the site is the caller's line, not contextlib's."""
+
+    mod = types.ModuleType("m")
+    mod.value = 1
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(redirect_attr(mod, "value", 2))
+        line = sys._getframe().f_lineno - 1
+        assert patchscope.active()[0].site == f"{__file__}:{line}"
+
+
+class _Built:
+    """A class whose constructions are redirected."""
+
+
+def _redirect(kind: str, mod: types.ModuleType) -> patchscope.Redirect:
+    """A redirect of each kind that enters one activation (and sets ``mod.value`` if it can)."""
+    if kind == "attr":
+        return redirect_attr(mod, "value", "new")
+    if kind == "combined":
+        return combine(redirect_attr(mod, "value", "new"))
+    return redirect_construction(_Built, dict)
+
+
+KINDS = ["attr", "combined", "construction"]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_blocks_nested_in_one_frame_exit_innermost_first(kind: str) -> None:
+    """Two entries from one frame: the first exit ends the newer activation."""
+    mod = _module()
+    r = _redirect(kind, mod)
+    outer = _entered(r.__enter__)
+    inner = _entered(r.__enter__)
+    r.__exit__(None, None, None)
+    assert not inner.open and outer.open
+    assert patchscope.active() == (outer,)
+    r.__exit__(None, None, None)
+    assert not outer.open and patchscope.active() == ()
+    assert mod.value == "orig" and type(_Built()) is _Built
+
+
+def test_an_exception_leaving_the_block_ends_its_activation_and_propagates() -> None:
+    """``__exit__`` pairs on the way out of a failing block and does not swallow the error."""
+    mod = _module()
+    r = redirect_attr(mod, "value", "new")
+    with r:
+        outer = patchscope.active()[0]
+        with pytest.raises(KeyError):
+            with r:
+                raise KeyError("boom")
+        assert patchscope.active() == (outer,)
+    assert patchscope.active() == () and mod.value == "orig"
+
+
+def _holding(r: patchscope.Redirect) -> Iterator[Activation]:
+    """A generator that stays suspended inside ``with r`` and yields its activation."""
+    before = _live()
+    with r:
+        (mine,) = [a for a in patchscope.active() if id(a) not in before]
+        yield mine
+        yield mine
+
+
+def _holding_too(r: patchscope.Redirect) -> Iterator[Activation]:
+    """The same as _holding, from another code object."""
+    yield from _holding(r)
+
+
+def test_a_generator_resumed_in_another_thread_ends_its_own_activation() -> None:
+    """A with-block suspended in a generator exits from its frame, wherever it is resumed."""
+    mod = _module()
+    r = redirect_attr(mod, "value", "new")
+    gen = _holding(r)
+    held = next(gen)
+    with r:
+        (mine,) = [a for a in patchscope.active() if a is not held]
+        assert in_other_thread(lambda: list(gen)) == [held]
+        assert not held.open and mine.open
+        assert patchscope.active() == (mine,) and mod.value == "new"
+    assert patchscope.active() == () and mod.value == "orig"
+
+
+@pytest.mark.parametrize("first", [0, 1])
+def test_generators_ending_out_of_order_each_end_their_own(first: int) -> None:
+    """Interleaved generators inside one redirect end in any order, each its own activation."""
+    mod = _module()
+    r = redirect_attr(mod, "value", "new")
+    gens = [_holding(r), _holding_too(r)]
+    held = [next(g) for g in gens]
+    assert held[0] is not held[1] and len(patchscope.active()) == 2
+    list(gens[first])
+    assert not held[first].open and held[1 - first].open
+    assert patchscope.active() == (held[1 - first],)
+    list(gens[1 - first])
+    assert patchscope.active() == () and mod.value == "orig"
+
+
+def test_tasks_exiting_out_of_order_each_end_their_own() -> None:
+    """Two asyncio tasks inside one redirect across awaits: the first to exit ends its own."""
+    mod = _module()
+    r = redirect_attr(mod, "value", "new", scope="context")
+    seen: dict[str, object] = {}
+
+    async def main() -> None:
+        a_in, b_in, a_out = asyncio.Event(), asyncio.Event(), asyncio.Event()
+
+        async def first() -> None:
+            before = _live()
+            with r:
+                (seen["a"],) = [x for x in patchscope.active() if id(x) not in before]
+                a_in.set()
+                await b_in.wait()
+            a_out.set()
+
+        async def second() -> None:
+            await a_in.wait()
+            before = _live()
+            with r:
+                (seen["b"],) = [x for x in patchscope.active() if id(x) not in before]
+                b_in.set()
+                await a_out.wait()
+                seen["after a"] = patchscope.active()
+                seen["value"] = mod.value
+
+        await asyncio.wait_for(asyncio.gather(first(), second()), JOIN)
+
+    asyncio.run(main())
+    assert seen["after a"] == (seen["b"],) and seen["value"] == "new"
+    assert patchscope.active() == () and mod.value == "orig"
+
+
+def test_threads_in_one_redirect_exit_in_any_order() -> None:
+    """Blocks of one redirect in several threads end their own activations, in any order."""
+    mod = _module()
+    r = redirect_attr(mod, "value", "new")
+    entered = threading.Barrier(3, timeout=JOIN)
+    release = [threading.Event(), threading.Event()]
+    mine: list[Activation | None] = [None, None]
+    left: list[tuple[Activation, ...]] = [(), ()]
+
+    def block(i: int) -> None:
+        before = _live()
+        with r:
+            entered.wait()
+            me = threading.get_ident()
+            (mine[i],) = [
+                a for a in patchscope.active() if id(a) not in before and a.thread_id == me
+            ]
+            assert release[i].wait(JOIN)
+        left[i] = patchscope.active()
+
+    workers = [threading.Thread(target=block, args=(i,)) for i in (0, 1)]
+    for w in workers:
+        w.start()
+    entered.wait()
+    release[1].set()  # the second thread leaves first
+    workers[1].join(JOIN)
+    assert not workers[1].is_alive()
+    assert left[1] == (mine[0],)
+    release[0].set()
+    workers[0].join(JOIN)
+    assert not workers[0].is_alive()
+    assert left[0] == () and mod.value == "orig"
+
+
+def test_an_exitstack_and_a_with_block_in_one_frame_each_end_their_own() -> None:
+    """A with-block inside an ExitStack's scope pairs by frame; the stack ends the other one."""
+    mod = _module()
+    r = redirect_attr(mod, "value", "new")
+    with contextlib.ExitStack() as stack:
+        by_stack = _entered(lambda: stack.enter_context(r))
+        with r:
+            assert len(patchscope.active()) == 2
+        assert patchscope.active() == (by_stack,)
+    assert patchscope.active() == () and mod.value == "orig"
+
+
+def test_a_combined_redirect_nests_and_recurses_like_a_single_one() -> None:
+    """Group handles pair with their with-blocks as single ones do."""
+    mod = _module()
+    mod.other = 0
+    c = combine(redirect_attr(mod, "value", "new"), redirect_attr(mod, "other", 1))
+
+    def recurse(n: int) -> int:
+        with c as values:
+            assert values == ("new", 1) and len(patchscope.active()) == 2 * (n + 1)
+            return n if n == 5 else recurse(n + 1)
+
+    assert recurse(0) == 5
+    assert patchscope.active() == () and (mod.value, mod.other) == ("orig", 0)
+
+
+def test_an_exit_matching_no_enter_raises_and_changes_nothing() -> None:
+    """An exit from a thread that entered nothing, while others' blocks run, raises."""
+    mod = _module()
+    r = redirect_attr(mod, "value", "new")
+    entered = threading.Barrier(3, timeout=JOIN)
+    release = threading.Event()
+
+    def block() -> None:
+        with r:
+            entered.wait()
+            assert release.wait(JOIN)
+
+    workers = [threading.Thread(target=block) for _ in range(2)]
+    for w in workers:
+        w.start()
+    try:
+        entered.wait()
+        live = patchscope.active()
+        with pytest.raises(RuntimeError, match=UNPAIRED):
+            r.__exit__(None, None, None)
+        assert patchscope.active() == live and all(a.open for a in live) and mod.value == "new"
+    finally:
+        release.set()
+        for w in workers:
+            w.join(JOIN)
+    assert not any(w.is_alive() for w in workers)
+    assert patchscope.active() == () and mod.value == "orig"
+
+
+def test_a_second_exit_after_the_last_block_raises() -> None:
+    """Once every entry has exited, one more ``__exit__`` raises instead of passing silently."""
+    r = redirect_attr(_module(), "value", "new")
+    with r:
+        pass
+    with pytest.raises(RuntimeError, match="without a matching"):
+        r.__exit__(None, None, None)
+    assert patchscope.active() == ()
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_an_exitstack_entry_reports_the_caller_even_when_nested(kind: str) -> None:
+    """Entries through enter_context report the line that called it, each at its own line."""
+    r = _redirect(kind, _module())
+    with contextlib.ExitStack() as stack:
+        first = _entered(lambda: stack.enter_context(r))
+        line = sys._getframe().f_lineno - 1
+        second = _entered(lambda: stack.enter_context(r))
+        assert first.site == f"{__file__}:{line}" and second.site == f"{__file__}:{line + 2}"
+    assert patchscope.active() == ()
