@@ -65,6 +65,11 @@ class RestoreError(PatchscopeError):
         super().__init__(message)
         self.errors = errors
 
+    def __reduce__(self) -> tuple[type[RestoreError], tuple[str, list[BaseException]]]:
+        # Pickled with both arguments (multiprocessing and process pools carry
+        # exceptions across), not only the message ``args`` holds.
+        return (type(self), (str(self), self.errors))
+
 
 class RedirectConflictWarning(UserWarning):
     """Someone else rebound a redirected attribute while the redirect was active.

@@ -75,11 +75,6 @@ def test_an_error_may_be_handed_to_another_thread() -> None:
     assert seen == [("1 restore(s) failed", [inner])]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="RestoreError.__init__ takes (message, errors) but its args hold only the "
-    "message, so pickle (multiprocessing, ProcessPoolExecutor) cannot rebuild it",
-)
 def test_restore_error_survives_pickling() -> None:
     """A RestoreError crosses a process boundary with its message and errors."""
     exc = RestoreError("1 restore(s) failed", [ValueError("v")])
