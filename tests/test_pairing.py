@@ -243,27 +243,28 @@ def test_threads_in_one_redirect_exit_in_any_order() -> None:
     left: list[tuple[Activation, ...]] = [(), ()]
 
     def block(i: int) -> None:
-        before = _live()
         with r:
-            entered.wait()
             me = threading.get_ident()
-            (mine[i],) = [
-                a for a in patchscope.active() if id(a) not in before and a.thread_id == me
-            ]
+            (mine[i],) = [a for a in patchscope.active() if a.thread_id == me]
+            entered.wait()  # both threads are inside and know their activation
             assert release[i].wait(JOIN)
         left[i] = patchscope.active()
 
     workers = [threading.Thread(target=block, args=(i,)) for i in (0, 1)]
     for w in workers:
         w.start()
-    entered.wait()
-    release[1].set()  # the second thread leaves first
-    workers[1].join(JOIN)
-    assert not workers[1].is_alive()
-    assert left[1] == (mine[0],)
-    release[0].set()
-    workers[0].join(JOIN)
-    assert not workers[0].is_alive()
+    try:
+        entered.wait()
+        release[1].set()  # the second thread leaves first
+        workers[1].join(JOIN)
+        assert not workers[1].is_alive()
+        assert mine[0] is not None and left[1] == (mine[0],)
+    finally:
+        release[0].set()
+        release[1].set()
+        for w in workers:
+            w.join(JOIN)
+    assert not any(w.is_alive() for w in workers)
     assert left[0] == () and mod.value == "orig"
 
 
