@@ -36,6 +36,8 @@ class Suite(NamedTuple):
     test_requirements: tuple[str, ...]
     #: patchscope_watch: the package's modules, and the standard ones it patches
     watch: str
+    #: the test folders in the unpacked sdist
+    tests: tuple[str, ...] = ("tests",)
 
 
 SUITES = (
@@ -48,6 +50,36 @@ SUITES = (
         "more-itertools==11.2.1",
         (),
         "more_itertools more_itertools.more more_itertools.recipes itertools",
+    ),
+    # Lazy imports inside functions (global parser; from dateutil import parser).
+    Suite(
+        "python-dateutil==4.0.0",
+        ("hypothesis>=3.30", "freezegun", "attrs>=21.2.0"),
+        "dateutil dateutil.parser dateutil.rrule dateutil.tz dateutil.tz.tz "
+        "dateutil.relativedelta dateutil.easter time datetime",
+    ),
+    # Patches os, io, shutil, pathlib... for every test, with fixtures of
+    # every scope (fs_module resumes its patches in its setup hook).
+    Suite(
+        "pyfakefs==6.3.2",
+        (),
+        "pyfakefs.fake_filesystem_unittest os os.path shutil io tempfile linecache sys "
+        "pathlib glob builtins",
+        ("pyfakefs/pytest_tests", "pyfakefs/tests"),
+    ),
+    # Patches sys.stdin/stdout, os.environ and termui's input functions.
+    Suite(
+        "click==8.5.1",
+        (),
+        "click click.core click.utils click.termui click._termui_impl click._compat "
+        "click.testing sys os",
+    ),
+    # Installs sys.excepthook, patches functions and inspects tracebacks.
+    Suite(
+        "boltons==26.2.0",
+        (),
+        "boltons.tbutils boltons.funcutils boltons.debugutils boltons.iterutils "
+        "boltons.strutils sys",
     ),
 )
 
@@ -94,6 +126,17 @@ def _reports(output: str) -> dict[tuple[str, ...], list[str]]:
     return reports
 
 
+def _seen_again(output: str) -> list[str]:
+    """The lines of the plugin's "leaks seen again" summary section."""
+    lines = output.splitlines()
+    for index, line in enumerate(lines):
+        if "patchscope: leaks seen again" in line:
+            rest = lines[index + 1 :]
+            end = next((i for i, each in enumerate(rest) if each.startswith("=")), len(rest))
+            return rest[:end]
+    return []
+
+
 def run_suite(python: Path, suite: Suite, work: Path) -> None:
     name = re.split(r"[=<>]", suite.requirement)[0]
     print(f"\n=== {suite.requirement}  (patchscope_watch = {suite.watch})", flush=True)
@@ -103,7 +146,7 @@ def run_suite(python: Path, suite: Suite, work: Path) -> None:
     # plugin's ini keys whatever the suite's own configuration says.
     done = subprocess.run(
         [str(python), "-m", "pytest", "-p", "no:cacheprovider", "-q", "-rN",
-         "--patchscope-leaks=error", "-o", f"patchscope_watch={suite.watch}", "tests"],
+         "--patchscope-leaks=error", "-o", f"patchscope_watch={suite.watch}", *suite.tests],
         cwd=folder,
         capture_output=True,
         text=True,
@@ -116,6 +159,10 @@ def run_suite(python: Path, suite: Suite, work: Path) -> None:
         print(done.stdout[-3000:], done.stderr[-3000:], sep="\n")
     reports = _reports(done.stdout)
     print(f"reports: {sum(map(len, reports.values()))}, {len(reports)} distinct")
+    again = _seen_again(done.stdout)
+    if again:
+        print("seen again after their report (counted, not reported again):")
+        print("\n".join(f"      {line}" for line in again))
     for lines, who in sorted(reports.items(), key=lambda report: -len(report[1])):
         shown = ", ".join(who[:3]) + (f" and {len(who) - 3} more" if len(who) > 3 else "")
         print(f"\n  {len(who)}x by {shown}:")
