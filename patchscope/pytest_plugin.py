@@ -28,6 +28,15 @@ fixture leaves behind after its teardown is reported then, naming the fixture,
 under the run's mode: the marker of the test being torn down sets the mode of
 that test's own leaks only.
 
+Not leaks: what the interpreter and pytest set (``sys.last_type``,
+``sys.last_value``, ``sys.last_traceback``, ``sys.last_exc``), a module's own
+lazy state (see :class:`patchscope.testing.Snapshot`), and an attribute found
+at teardown as another plugin's ``tryfirst`` ``pytest_runtest_setup`` hook set
+it (the watched objects are compared once more, just before the fixtures are
+set up). A change reported once and made again, identically, by later tests
+is counted and listed at the end of the run, not reported per test. A leak
+report is a failure whatever the test's ``xfail`` marker says.
+
 Under ``warn`` a leak is reported as a :class:`patchscope.testing.LeakWarning`
 and left in place, unless the warnings filter turns that warning into an error
 (``filterwarnings = error``): then, as under ``error``, the test errors at

@@ -218,7 +218,9 @@ class Snapshot:
 
     Objects are held by identity (and kept alive) together with a shallow copy
     of ``vars(obj)``; :meth:`diff` compares the current dictionaries with the
-    copies value by value with ``is``. Attributes kept outside ``__dict__``
+    copies value by value with ``is`` (with the exceptions :meth:`diff` lists:
+    equal immutable builtins, equal bound methods, a module's own lazy state).
+    Attributes kept outside ``__dict__``
     (``__slots__``, the contents of mutable values) are not recorded.
 
     Thread safety: taking a snapshot while another thread rebinds attributes of
