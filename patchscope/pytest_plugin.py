@@ -445,7 +445,7 @@ class _LeakGuard:
                         continue
             undo.add(found)
             notes.append(f"{message}\npatchscope undid them ({why}).")
-        if notes or undo.kept:
+        if notes or undo.kept or undo.puts:
             self._undo(undo)
         if notes and not failed:
             raise _LeakError("\n".join(notes), pytrace=False)
@@ -503,9 +503,13 @@ class _LeakGuard:
         found.lines += [f"  {line}" for line in broken]
         found.activations += leaked
         found.kept += explained + differences + repeated
-        for difference in differences:
-            self._seen.setdefault((id(difference.owner), difference.name), [difference, 0])
+        self._remember(differences)
         return found, by_fixtures
+
+    def _remember(self, reported: list[Difference]) -> None:
+        """Record *reported* changes, so that the same change again is only counted."""
+        for difference in reported:
+            self._seen.setdefault((id(difference.owner), difference.name), [difference, 0])
 
     def _repeats(self, differences: list[Difference]) -> tuple[list[Difference], list[Difference]]:
         """*differences* split into changes already reported once this run, and the rest.
@@ -677,9 +681,13 @@ class _LeakGuard:
                 # Blamed on the fixture, so not on the test being torn down.
                 self._expected._accept(found.puts)
         if found.activations or found.puts:
-            found.lines.append(record.heading)
-            found.lines += [f"  {self._render(a)}" for a in found.activations]
-            found.lines += [f"  {d}" for d in found.puts]
+            # Still undone under error; reported only the first time.
+            _, fresh = self._repeats(found.puts)
+            if found.activations or fresh:
+                found.lines.append(record.heading)
+                found.lines += [f"  {self._render(a)}" for a in found.activations]
+                found.lines += [f"  {d}" for d in fresh]
+                self._remember(fresh)
             self._fixture_leaks.append(found)
 
 

@@ -1048,3 +1048,39 @@ def test_a_watched_module_that_warns_at_import_does_not_stop_the_run(
     result = tester.runpytest("--patchscope-leaks=error")
     result.assert_outcomes(passed=1, errors=1)
     result.stdout.fnmatch_lines(["*<module 'warns'>.value: 1 -> 2"])
+
+
+def test_a_fixtures_repeated_leak_is_reported_once_and_still_undone(
+    tester: pytest.Pytester,
+) -> None:
+    """A class-scoped fixture leaving one change in two classes: reported once, undone twice."""
+    tester.makepyfile(sentinel="MARK = object()\n")
+    _ini(tester, "patchscope_watch = helper")
+    tester.makepyfile(
+        test_classes="""
+        import pytest
+        import helper, sentinel
+
+        @pytest.fixture(scope="class")
+        def leaky():
+            yield
+            helper.value = sentinel.MARK
+
+        @pytest.mark.usefixtures("leaky")
+        class TestOne:
+            def test_a(self):
+                pass
+
+        @pytest.mark.usefixtures("leaky")
+        class TestTwo:
+            def test_b(self):
+                assert helper.value == "orig"
+
+        def test_undone():
+            assert helper.value == "orig"
+        """
+    )
+    result = tester.runpytest("--patchscope-leaks=error", "-p", "no:randomly")
+    result.assert_outcomes(passed=3, errors=1)
+    assert result.stdout.str().count("left patches behind at its teardown") == 1
+    result.stdout.fnmatch_lines(["*then made again by 1 more test (not reported again)"])
