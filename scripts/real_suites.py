@@ -8,7 +8,7 @@ tests with ``--patchscope-leaks=error`` and the package's own modules (and
 the standard modules it patches) watched. Prints each suite's pytest summary
 and every report, with how many tests reported it.
 
-    python scripts/real_suites.py [--keep DIR]
+    python scripts/real_suites.py [--keep DIR] [--only NAME ...]
 
 Needs the package index (pip) and a C compiler is optional (without one the
 pure-Python build is installed). Takes a few minutes.
@@ -54,7 +54,8 @@ SUITES = (
     # Lazy imports inside functions (global parser; from dateutil import parser).
     Suite(
         "python-dateutil==4.0.0",
-        ("hypothesis>=3.30", "freezegun", "attrs>=21.2.0"),
+        # pytest-cov: the suite's conftest marks tests no_cover.
+        ("hypothesis>=3.30", "freezegun", "attrs>=21.2.0", "pytest-cov"),
         "dateutil dateutil.parser dateutil.rrule dateutil.tz dateutil.tz.tz "
         "dateutil.relativedelta dateutil.easter time datetime",
     ),
@@ -140,6 +141,7 @@ def _seen_again(output: str) -> list[str]:
 def run_suite(python: Path, suite: Suite, work: Path) -> None:
     name = re.split(r"[=<>]", suite.requirement)[0]
     print(f"\n=== {suite.requirement}  (patchscope_watch = {suite.watch})", flush=True)
+    shutil.rmtree(work / name, ignore_errors=True)  # from an earlier --keep run
     folder = _source(python, suite.requirement, work / name)
     _pip(python, str(folder), *suite.test_requirements)
     # Run from the sdist's folder, against the installed package; -o sets the
@@ -172,6 +174,9 @@ def run_suite(python: Path, suite: Suite, work: Path) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--keep", type=Path, help="build the environment here and keep it")
+    parser.add_argument(
+        "--only", action="append", metavar="NAME", help="run only this suite (repeatable)"
+    )
     args = parser.parse_args()
     work = args.keep or Path(tempfile.mkdtemp(prefix="patchscope-suites-"))
     try:
@@ -180,6 +185,8 @@ def main() -> None:
         python = venv / "bin" / "python"
         _pip(python, "-c", str(ROOT / "constraints.txt"), str(ROOT), "pytest")
         for suite in SUITES:
+            if args.only and re.split(r"[=<>]", suite.requirement)[0] not in args.only:
+                continue
             run_suite(python, suite, work)
     finally:
         if args.keep is None:
