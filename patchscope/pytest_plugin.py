@@ -28,6 +28,15 @@ fixture leaves behind after its teardown is reported then, naming the fixture,
 under the run's mode: the marker of the test being torn down sets the mode of
 that test's own leaks only.
 
+Not leaks: what the interpreter and pytest set (``sys.last_type``,
+``sys.last_value``, ``sys.last_traceback``, ``sys.last_exc``), a module's own
+lazy state (see :class:`patchscope.testing.Snapshot`), and an attribute found
+at teardown as another plugin's ``tryfirst`` ``pytest_runtest_setup`` hook set
+it (the watched objects are compared once more, just before the fixtures are
+set up). A change reported once and made again, identically, by later tests
+is counted and listed at the end of the run, not reported per test. A leak
+report is a failure whatever the test's ``xfail`` marker says.
+
 Under ``warn`` a leak is reported as a :class:`patchscope.testing.LeakWarning`
 and left in place, unless the warnings filter turns that warning into an error
 (``filterwarnings = error``): then, as under ``error``, the test errors at
@@ -44,6 +53,7 @@ from __future__ import annotations
 import inspect
 import os
 import pkgutil
+import sys
 import types
 import warnings
 from collections.abc import Generator, Iterable, Iterator
@@ -51,59 +61,45 @@ from fnmatch import fnmatchcase
 from typing import Any
 
 import pytest
+from _pytest.outcomes import Failed
 
 import patchscope
 from patchscope._resolve import describe
 from patchscope.testing import LeakWarning, RedirectFixture
+from patchscope.testing._pytest_options import MARKER, add_options
+from patchscope.testing._pytest_options import MODES as _MODES
 from patchscope.testing._snapshot import Difference, Snapshot, _current, _put, _same
 
-_MODES = ("off", "warn", "error")
+#: What the interpreter and pytest themselves set, never a test's patch:
+#: ``sys.last_*`` hold the last uncaught exception (pytest sets them when a
+#: test's call raises, for post-mortem debugging).
+_DEFAULT_IGNORE = frozenset({"last_type", "last_value", "last_traceback", "last_exc"})
 _GLOB = frozenset("*?[")
 _GUARD = pytest.StashKey["_LeakGuard"]()
 #: The mode a test's ``@pytest.mark.patchscope(leaks=...)`` chose.
 _MODE = pytest.StashKey[str]()
 
 
+#: No attribute is set to this by a setup hook.
+_NOT_HOOKED = object()
+
+
+class _LeakError(Failed):
+    """A leak found at teardown: a failure whatever the test's xfail marker says."""
+
+    # Reported as pytest.fail's exception is: "Failed: <the report>".
+    __module__ = "builtins"
+    __qualname__ = __name__ = "Failed"
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     """Add ``--patchscope-leaks`` and the ``patchscope_*`` ini settings."""
-    group = parser.getgroup("patchscope", "patchscope leak detection")
-    group.addoption(
-        "--patchscope-leaks",
-        choices=_MODES,
-        default=None,
-        dest="patchscope_leaks",
-        help="what to do when a test leaves a patch behind: off, warn, or error "
-        "(error the test at teardown, then undo the leak). Overrides the "
-        "patchscope_leaks ini setting; default: warn.",
-    )
-    parser.addini(
-        "patchscope_leaks",
-        "patchscope leak detection: off, warn (default) or error",
-        default="warn",
-    )
-    parser.addini(
-        "patchscope_watch",
-        "dotted paths of modules or classes (pkg.mod, pkg.mod:Class) to snapshot "
-        "before each test and compare after it (catches leaks from any patching tool)",
-        type="args",
-        default=[],
-    )
-    parser.addini(
-        "patchscope_watch_ignore",
-        "attributes of watched objects whose changes are not leaks: dotted paths "
-        "(time.tzname, pkg.mod.Class.cache) or globs (uuid._*)",
-        type="args",
-        default=[],
-    )
+    add_options(parser)
 
 
 def pytest_configure(config: pytest.Config) -> None:
     """Validate the settings and, unless leak detection is off, install the guard."""
-    config.addinivalue_line(
-        "markers",
-        "patchscope(leaks): leak detection for this test: 'off', 'warn' or 'error' "
-        "(overrides patchscope_leaks, unless that is off for the whole run)",
-    )
+    config.addinivalue_line("markers", MARKER)
     mode = config.getoption("patchscope_leaks") or config.getini("patchscope_leaks")
     if mode not in _MODES:
         raise pytest.UsageError(f"patchscope_leaks = {mode!r}: expected one of {', '.join(_MODES)}")
@@ -294,6 +290,10 @@ class _LeakGuard:
         self._current = False
         #: what fixtures torn down during this test left behind
         self._fixture_leaks: list[_Found] = []
+        #: what other plugins' setup hooks set watched attributes to, by (id, name)
+        self._hooked: dict[tuple[int, str], object] = {}
+        #: each reported attribute change, and how often it was seen again since
+        self._seen: dict[tuple[int, str], list[Any]] = {}
 
     # -- the watched objects ---------------------------------------------------
 
@@ -311,7 +311,11 @@ class _LeakGuard:
         watched: dict[int, tuple[object, list[str]]] = {}
         for path in self._paths:
             try:
-                obj = pkgutil.resolve_name(path)
+                # A warning at import is the module's to show when the suite
+                # imports it; under filterwarnings = error it would stop the run.
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    obj = pkgutil.resolve_name(path)
             except Exception as error:
                 raise pytest.UsageError(
                     f"patchscope_watch: cannot import {path!r}: {error!r}. If it is part of "
@@ -340,6 +344,8 @@ class _LeakGuard:
                 )
 
     def _ignored(self, owner: object, name: str) -> bool:
+        if owner is sys and name in _DEFAULT_IGNORE:
+            return True
         for owner_name in self._names.get(id(owner), ()):
             dotted = f"{owner_name}.{name}"
             if dotted in self._ignore_exact or any(
@@ -362,8 +368,26 @@ class _LeakGuard:
             # reporting hooks ran: that snapshot still serves, uncopied.
             self._expected = Snapshot(self._watched)
         self._current = False
+        self._hooked = {}
         self._fixture_leaks = []
         return (yield)
+
+    @pytest.hookimpl(specname="pytest_runtest_setup")
+    def pytest_runtest_setup_hooks(self, item: pytest.Item) -> None:
+        """Record what other plugins' ``tryfirst`` setup hooks switched on.
+
+        A plain hook implementation: called after every ``tryfirst`` one (and
+        inside every hook wrapper) and before pytest's own, which sets up the
+        fixtures. An attribute found at teardown as these hooks set it is
+        theirs, not the test's: pyfakefs resumes a wider-scoped fake file
+        system there, pytest's output capture swaps ``sys.stdout``.
+        """
+        if item.stash.get(_MODE, self._mode) == "off":
+            return
+        self._live.update((id(a), a) for a in patchscope.active())
+        if self._expected is not None:
+            differences, _ = _diff(self._expected)
+            self._hooked = {(id(d.owner), d.name): d.new for d in differences}
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)
     def pytest_runtest_teardown(
@@ -398,6 +422,14 @@ class _LeakGuard:
         undo = _Found()
         notes: list[str] = []
         for part_mode, found in parts.items():
+            if not found.lines:
+                # Only changes reported before, seen again: counted, not reported.
+                if part_mode == "warn":
+                    if self._expected is not None:
+                        self._expected._accept(found.kept)
+                else:
+                    undo.add(found)
+                continue
             message = "\n".join(found.lines)
             why = "leaks=error"
             if part_mode == "warn" or failed:
@@ -413,10 +445,10 @@ class _LeakGuard:
                         continue
             undo.add(found)
             notes.append(f"{message}\npatchscope undid them ({why}).")
-        if notes:
+        if notes or undo.kept or undo.puts:
             self._undo(undo)
-            if not failed:
-                pytest.fail("\n".join(notes), pytrace=False)
+        if notes and not failed:
+            raise _LeakError("\n".join(notes), pytrace=False)
 
     def _check(self, item: pytest.Item, own: bool) -> tuple[_Found | None, _Found | None]:
         """This test's leaks (if *own*), and those of the fixtures torn down in its teardown."""
@@ -444,26 +476,92 @@ class _LeakGuard:
             # expected to differ until those fixtures are torn down; ignored
             # ones may differ at any time.
             held = {(id(a.target), a.name) for a in owned.values()}
+            hooked = self._hooked
             accepted = [
                 d
                 for d in differences
-                if (id(d.owner), d.name) in held or self._ignored(d.owner, d.name)
+                if (id(d.owner), d.name) in held
+                or self._ignored(d.owner, d.name)
+                or _same(hooked.get((id(d.owner), d.name), _NOT_HOOKED), d.new)
             ]
             expected._accept(accepted)
             by_activations, differences = _split(_diff(expected)[0], fixtures_leaked)
             if by_fixtures is not None:
                 by_fixtures.kept += by_activations
             explained, differences = _split(differences, leaked)
+        repeated, differences = self._repeats(differences)
         if not leaked and not differences and not broken:
-            return None, by_fixtures
+            if not repeated:
+                return None, by_fixtures
+            found = _Found()
+            found.kept += repeated
+            return found, by_fixtures
         found = _Found()
         found.lines.append(f"{item.nodeid} left patches behind:")
         found.lines += [f"  {self._render(a)}" for a in leaked]
         found.lines += [f"  {d}" for d in differences]
         found.lines += [f"  {line}" for line in broken]
         found.activations += leaked
-        found.kept += explained + differences
+        found.kept += explained + differences + repeated
+        self._remember(differences)
         return found, by_fixtures
+
+    def _remember(self, reported: list[Difference]) -> None:
+        """Record *reported* changes, so that the same change again is only counted."""
+        for difference in reported:
+            self._seen.setdefault((id(difference.owner), difference.name), [difference, 0])
+
+    def _repeats(self, differences: list[Difference]) -> tuple[list[Difference], list[Difference]]:
+        """*differences* split into changes already reported once this run, and the rest.
+
+        A change is the same when the attribute goes from the same old value
+        to the same new one (compared as a snapshot compares values); each
+        repeat is counted for the summary at the end of the run.
+        """
+        if not self._seen:
+            return [], differences
+        repeated: list[Difference] = []
+        fresh: list[Difference] = []
+        for difference in differences:
+            first = self._seen.get((id(difference.owner), difference.name))
+            if (
+                first is not None
+                and _same(first[0].old, difference.old)
+                and _same(first[0].new, difference.new)
+            ):
+                first[1] += 1
+                repeated.append(difference)
+            else:
+                fresh.append(difference)
+        return repeated, fresh
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_runtest_makereport(
+        self, item: pytest.Item, call: pytest.CallInfo[None]
+    ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+        """Keep a leak a failure: pytest's xfail handling would count it as expected."""
+        report = yield
+        if (
+            call.when == "teardown"
+            and call.excinfo is not None
+            and isinstance(call.excinfo.value, _LeakError)
+            and hasattr(report, "wasxfail")
+        ):
+            report.outcome = "failed"
+            del report.wasxfail
+        return report
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        """List each reported change that later tests made again, with how often."""
+        repeats = [(difference, count) for difference, count in self._seen.values() if count]
+        if not repeats:
+            return
+        terminalreporter.section("patchscope: leaks seen again")
+        for difference, count in repeats:
+            times = "1 more test" if count == 1 else f"{count} more tests"
+            terminalreporter.line(
+                f"{difference}: reported once, then made again by {times} (not reported again)"
+            )
 
     def _undo(self, found: _Found) -> None:
         errors: list[BaseException] = []
@@ -583,9 +681,13 @@ class _LeakGuard:
                 # Blamed on the fixture, so not on the test being torn down.
                 self._expected._accept(found.puts)
         if found.activations or found.puts:
-            found.lines.append(record.heading)
-            found.lines += [f"  {self._render(a)}" for a in found.activations]
-            found.lines += [f"  {d}" for d in found.puts]
+            # Still undone under error; reported only the first time.
+            _, fresh = self._repeats(found.puts)
+            if found.activations or fresh:
+                found.lines.append(record.heading)
+                found.lines += [f"  {self._render(a)}" for a in found.activations]
+                found.lines += [f"  {d}" for d in fresh]
+                self._remember(fresh)
             self._fixture_leaks.append(found)
 
 

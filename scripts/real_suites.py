@@ -8,7 +8,7 @@ tests with ``--patchscope-leaks=error`` and the package's own modules (and
 the standard modules it patches) watched. Prints each suite's pytest summary
 and every report, with how many tests reported it.
 
-    python scripts/real_suites.py [--keep DIR]
+    python scripts/real_suites.py [--keep DIR] [--only NAME ...]
 
 Needs the package index (pip) and a C compiler is optional (without one the
 pure-Python build is installed). Takes a few minutes.
@@ -36,6 +36,8 @@ class Suite(NamedTuple):
     test_requirements: tuple[str, ...]
     #: patchscope_watch: the package's modules, and the standard ones it patches
     watch: str
+    #: the test folders in the unpacked sdist
+    tests: tuple[str, ...] = ("tests",)
 
 
 SUITES = (
@@ -48,6 +50,37 @@ SUITES = (
         "more-itertools==11.2.1",
         (),
         "more_itertools more_itertools.more more_itertools.recipes itertools",
+    ),
+    # Lazy imports inside functions (global parser; from dateutil import parser).
+    Suite(
+        "python-dateutil==4.0.0",
+        # pytest-cov: the suite's conftest marks tests no_cover.
+        ("hypothesis>=3.30", "freezegun", "attrs>=21.2.0", "pytest-cov"),
+        "dateutil dateutil.parser dateutil.rrule dateutil.tz dateutil.tz.tz "
+        "dateutil.relativedelta dateutil.easter time datetime",
+    ),
+    # Patches os, io, shutil, pathlib... for every test, with fixtures of
+    # every scope (fs_module resumes its patches in its setup hook).
+    Suite(
+        "pyfakefs==6.3.2",
+        (),
+        "pyfakefs.fake_filesystem_unittest os os.path shutil io tempfile linecache sys "
+        "pathlib glob builtins",
+        ("pyfakefs/pytest_tests", "pyfakefs/tests"),
+    ),
+    # Patches sys.stdin/stdout, os.environ and termui's input functions.
+    Suite(
+        "click==8.5.1",
+        (),
+        "click click.core click.utils click.termui click._termui_impl click._compat "
+        "click.testing sys os",
+    ),
+    # Installs sys.excepthook, patches functions and inspects tracebacks.
+    Suite(
+        "boltons==26.2.0",
+        (),
+        "boltons.tbutils boltons.funcutils boltons.debugutils boltons.iterutils "
+        "boltons.strutils sys",
     ),
 )
 
@@ -94,16 +127,28 @@ def _reports(output: str) -> dict[tuple[str, ...], list[str]]:
     return reports
 
 
+def _seen_again(output: str) -> list[str]:
+    """The lines of the plugin's "leaks seen again" summary section."""
+    lines = output.splitlines()
+    for index, line in enumerate(lines):
+        if "patchscope: leaks seen again" in line:
+            rest = lines[index + 1 :]
+            end = next((i for i, each in enumerate(rest) if each.startswith("=")), len(rest))
+            return rest[:end]
+    return []
+
+
 def run_suite(python: Path, suite: Suite, work: Path) -> None:
     name = re.split(r"[=<>]", suite.requirement)[0]
     print(f"\n=== {suite.requirement}  (patchscope_watch = {suite.watch})", flush=True)
+    shutil.rmtree(work / name, ignore_errors=True)  # from an earlier --keep run
     folder = _source(python, suite.requirement, work / name)
     _pip(python, str(folder), *suite.test_requirements)
     # Run from the sdist's folder, against the installed package; -o sets the
     # plugin's ini keys whatever the suite's own configuration says.
     done = subprocess.run(
         [str(python), "-m", "pytest", "-p", "no:cacheprovider", "-q", "-rN",
-         "--patchscope-leaks=error", "-o", f"patchscope_watch={suite.watch}", "tests"],
+         "--patchscope-leaks=error", "-o", f"patchscope_watch={suite.watch}", *suite.tests],
         cwd=folder,
         capture_output=True,
         text=True,
@@ -116,6 +161,10 @@ def run_suite(python: Path, suite: Suite, work: Path) -> None:
         print(done.stdout[-3000:], done.stderr[-3000:], sep="\n")
     reports = _reports(done.stdout)
     print(f"reports: {sum(map(len, reports.values()))}, {len(reports)} distinct")
+    again = _seen_again(done.stdout)
+    if again:
+        print("seen again after their report (counted, not reported again):")
+        print("\n".join(f"      {line}" for line in again))
     for lines, who in sorted(reports.items(), key=lambda report: -len(report[1])):
         shown = ", ".join(who[:3]) + (f" and {len(who) - 3} more" if len(who) > 3 else "")
         print(f"\n  {len(who)}x by {shown}:")
@@ -125,6 +174,9 @@ def run_suite(python: Path, suite: Suite, work: Path) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--keep", type=Path, help="build the environment here and keep it")
+    parser.add_argument(
+        "--only", action="append", metavar="NAME", help="run only this suite (repeatable)"
+    )
     args = parser.parse_args()
     work = args.keep or Path(tempfile.mkdtemp(prefix="patchscope-suites-"))
     try:
@@ -133,6 +185,8 @@ def main() -> None:
         python = venv / "bin" / "python"
         _pip(python, "-c", str(ROOT / "constraints.txt"), str(ROOT), "pytest")
         for suite in SUITES:
+            if args.only and re.split(r"[=<>]", suite.requirement)[0] not in args.only:
+                continue
             run_suite(python, suite, work)
     finally:
         if args.keep is None:

@@ -82,7 +82,10 @@ def test_api_reference_documents_every_public_name(
 def test_plugin_page_documents_every_option_fixture_and_marker() -> None:
     """The plugin's command-line option, ini settings, fixtures and marker are on its page."""
     text = _page("api/pytest-plugin.md")
+    # The options and ini settings are declared beside the plugin, so that
+    # they stay registered under -p no:patchscope.
     plugin = (PACKAGE / "pytest_plugin.py").read_text()
+    plugin += (PACKAGE / "testing" / "_pytest_options.py").read_text()
     options = re.findall(r'addoption\(\s*"(--[\w-]+)"', plugin)
     inis = re.findall(r'addini\(\s*"(\w+)"', plugin)
     fixtures = re.findall(r"@pytest\.fixture(?:\(.*?\))?\ndef (\w+)\(", plugin)

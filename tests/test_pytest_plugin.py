@@ -844,3 +844,243 @@ def test_attr_refuses_a_missing_value_or_an_undotted_path() -> None:
     with pytest.raises(AttributeError, match="has no attribute 'no_such_name'"):
         fixture.attr("os.no_such_name", 1)
     assert fixture.activations == ()
+
+
+# -- what the interpreter, pytest and other plugins do -------------------------
+
+
+def test_pytests_sys_last_exception_is_not_a_leak(tester: pytest.Pytester) -> None:
+    """sys.last_type/value/traceback, which pytest sets when a call raises, are not reported."""
+    _ini(tester, "patchscope_watch = sys helper", "xfail_strict = false")
+    tester.makepyfile(
+        test_raises="""
+        import pytest
+
+        def test_fails():
+            raise ValueError("the test fails")
+
+        @pytest.mark.xfail(raises=ValueError)
+        def test_xfail_raises():
+            raise ValueError("expected")
+
+        @pytest.mark.xfail
+        def test_xfail():
+            raise ValueError("expected")
+        """
+    )
+    result = tester.runpytest("--patchscope-leaks=error")
+    result.assert_outcomes(failed=1, xfailed=2)
+    assert "left patches behind" not in result.stdout.str()
+
+
+def test_a_leak_stays_a_failure_in_an_xfail_test(tester: pytest.Pytester) -> None:
+    """A leak in a test marked xfail (raising or not) is an ERROR, not hidden as XFAIL."""
+    _ini(tester, "patchscope_watch = helper", "xfail_strict = false")
+    tester.makepyfile(
+        test_xfail="""
+        import pytest
+        import helper
+
+        @pytest.mark.xfail
+        def test_leaks_and_fails():
+            helper.value = "leaked"
+            raise ValueError("expected")
+
+        @pytest.mark.xfail
+        def test_leaks_and_passes():
+            helper.other = "leaked"
+        """
+    )
+    result = tester.runpytest("--patchscope-leaks=error")
+    result.assert_outcomes(xfailed=1, xpassed=1, errors=2)
+    result.stdout.fnmatch_lines(
+        [
+            "*ERROR at teardown of test_leaks_and_fails*",
+            "*ERROR at teardown of test_leaks_and_passes*",
+        ]
+    )
+
+
+def test_a_modules_lazy_import_is_not_a_leak_and_stays(tester: pytest.Pytester) -> None:
+    """A global set by the module's own lazy import or first-use cache stays, unreported."""
+    tester.makepyfile(
+        lazy="""
+        cache = None
+
+        def use():
+            global json_mod, cache
+            import json as json_mod
+            cache = {}
+            return cache
+        """
+    )
+    _ini(tester, "patchscope_watch = lazy")
+    tester.makepyfile(
+        test_lazy="""
+        import lazy
+
+        def test_first():
+            lazy.use()
+
+        def test_second():
+            assert lazy.cache == {}
+            assert lazy.json_mod.__name__ == "json"
+        """
+    )
+    result = tester.runpytest("--patchscope-leaks=error")
+    result.assert_outcomes(passed=2)
+    assert "left patches behind" not in result.stdout.str()
+
+
+def test_the_same_change_again_is_reported_once_with_a_count(tester: pytest.Pytester) -> None:
+    """A leak made again, identically, by later tests is counted once for the run, not reported."""
+    tester.makepyfile(
+        sentinel="""
+        MARK = object()
+        """
+    )
+    _ini(tester, "patchscope_watch = helper")
+    tester.makepyfile(
+        test_again="""
+        import pytest
+        import helper, sentinel
+
+        @pytest.mark.parametrize("n", range(3))
+        def test_same(n):
+            helper.value = sentinel.MARK
+
+        def test_undone():
+            assert helper.value == "orig"
+
+        def test_different():
+            helper.value = object()
+        """
+    )
+    result = tester.runpytest("--patchscope-leaks=error", "-p", "no:randomly")
+    result.assert_outcomes(passed=5, errors=2)
+    output = result.stdout.str()
+    assert output.count("left patches behind") == 2
+    result.stdout.fnmatch_lines(
+        [
+            "*patchscope: leaks seen again*",
+            "<module 'helper'>.value: 'orig' -> <object object at *>: reported once, "
+            "then made again by 2 more tests (not reported again)",
+        ]
+    )
+
+
+def test_another_plugins_setup_hook_owns_what_it_switches_on(tester: pytest.Pytester) -> None:
+    """What a tryfirst setup hook switches on and a later hook switches off is not a leak."""
+    tester.makeconftest(
+        """
+        import pytest
+        import helper
+
+        @pytest.hookimpl(tryfirst=True)
+        def pytest_runtest_setup(item):
+            helper.value = "resumed"
+
+        @pytest.hookimpl(hookwrapper=True)
+        def pytest_runtest_logreport(report):
+            yield
+            if report.when == "teardown":
+                helper.value = "orig"
+        """
+    )
+    _ini(tester, "patchscope_watch = helper")
+    tester.makepyfile(
+        test_hooked="""
+        import helper
+
+        def test_sees_it():
+            assert helper.value == "resumed"
+
+        def test_leaks():
+            helper.other = "leaked"
+        """
+    )
+    result = tester.runpytest("--patchscope-leaks=error")
+    result.assert_outcomes(passed=2, errors=1)
+    output = result.stdout.str()
+    assert "'orig' -> 'resumed'" not in output
+    result.stdout.fnmatch_lines(["*<module 'helper'>.other: 'other' -> 'leaked'"])
+
+
+def test_no_patchscope_keeps_the_settings_for_strict_config(tester: pytest.Pytester) -> None:
+    """-p no:patchscope with patchscope_* settings and markers passes --strict-config/markers."""
+    _ini(tester, "patchscope_leaks = error", "patchscope_watch = helper")
+    tester.makepyfile(
+        test_marked="""
+        import pytest
+        import helper
+
+        @pytest.mark.patchscope(leaks="off")
+        def test_leaks():
+            helper.value = "leaked"
+        """
+    )
+    result = tester.runpytest("-p", "no:patchscope", "--strict-config", "--strict-markers")
+    result.assert_outcomes(passed=1)
+    assert "left patches behind" not in result.stdout.str()
+    tester.runpytest("--strict-config", "--strict-markers").assert_outcomes(passed=1)
+
+
+def test_a_watched_module_that_warns_at_import_does_not_stop_the_run(
+    tester: pytest.Pytester,
+) -> None:
+    """Importing a watch path that warns under filterwarnings = error still runs the tests."""
+    tester.makepyfile(
+        warns="""
+        import warnings
+        warnings.warn("old module", DeprecationWarning)
+        value = 1
+        """
+    )
+    _ini(tester, "patchscope_watch = warns", "filterwarnings = error")
+    tester.makepyfile(
+        test_warns="""
+        import sys
+
+        def test_leaks():
+            sys.modules["warns"].value = 2
+        """
+    )
+    result = tester.runpytest("--patchscope-leaks=error")
+    result.assert_outcomes(passed=1, errors=1)
+    result.stdout.fnmatch_lines(["*<module 'warns'>.value: 1 -> 2"])
+
+
+def test_a_fixtures_repeated_leak_is_reported_once_and_still_undone(
+    tester: pytest.Pytester,
+) -> None:
+    """A class-scoped fixture leaving one change in two classes: reported once, undone twice."""
+    tester.makepyfile(sentinel="MARK = object()\n")
+    _ini(tester, "patchscope_watch = helper")
+    tester.makepyfile(
+        test_classes="""
+        import pytest
+        import helper, sentinel
+
+        @pytest.fixture(scope="class")
+        def leaky():
+            yield
+            helper.value = sentinel.MARK
+
+        @pytest.mark.usefixtures("leaky")
+        class TestOne:
+            def test_a(self):
+                pass
+
+        @pytest.mark.usefixtures("leaky")
+        class TestTwo:
+            def test_b(self):
+                assert helper.value == "orig"
+
+        def test_undone():
+            assert helper.value == "orig"
+        """
+    )
+    result = tester.runpytest("--patchscope-leaks=error", "-p", "no:randomly")
+    result.assert_outcomes(passed=3, errors=1)
+    assert result.stdout.str().count("left patches behind at its teardown") == 1
+    result.stdout.fnmatch_lines(["*then made again by 1 more test (not reported again)"])

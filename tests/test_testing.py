@@ -650,3 +650,77 @@ def test_snapshot_ignores_a_submodule_bound_by_its_first_import() -> None:
     finally:
         sys.modules.pop("snap_parent_pkg", None)
         sys.modules.pop("snap_parent_pkg.child", None)
+
+
+class _Bound:
+    def method(self) -> int:
+        return 1
+
+
+def test_an_equal_bound_method_rebound_is_unchanged() -> None:
+    """A bound method rebound to one of the same __self__ and __func__ is no change; others are."""
+    import random
+
+    first, second = _Bound(), _Bound()
+    mod = types.ModuleType("bound_mod")
+    mod.method = first.method  # type: ignore[attr-defined]
+    mod.builtin = random.random  # type: ignore[attr-defined]
+    snap = snapshot(mod)
+    mod.method = first.method  # type: ignore[attr-defined]  # a new, equal bound method
+    mod.builtin = random._inst.random  # type: ignore[attr-defined]
+    assert mod.method is not snap._recorded(mod, "method")  # type: ignore[attr-defined]
+    assert snap.diff() == []
+    mod.method = second.method  # type: ignore[attr-defined]
+    mod.builtin = random.Random().random  # type: ignore[attr-defined]
+    assert [d.name for d in snap.diff()] == ["method", "builtin"]
+
+
+_LAZY_SOURCE = '''
+parser = None
+cache = None
+patched = None
+
+
+def lazy_import():
+    global parser, late
+    import json as parser
+    import json.decoder as late
+
+
+def first_use():
+    global cache
+    cache = object()
+'''
+
+
+def _lazy_module() -> types.ModuleType:
+    mod = types.ModuleType("lazy_mod")
+    exec(_LAZY_SOURCE, vars(mod))
+    return mod
+
+
+def test_a_modules_own_lazy_state_is_unchanged() -> None:
+    """None/absent to the module of the same name, or to the module's own cache, is no change."""
+    mod = _lazy_module()
+    snap = snapshot(mod)
+    mod.lazy_import()
+    mod.first_use()
+    assert mod.parser is sys.modules["json"]
+    assert snap.diff() == []
+
+
+def test_other_changes_from_none_are_still_changes() -> None:
+    """None to a value the module's code never assigns, or to another-named module, is a change."""
+    import json
+
+    mod = _lazy_module()
+    snap = snapshot(mod)
+    mod.patched = object()  # type: ignore[attr-defined]
+    mod.other_name = json  # type: ignore[attr-defined]  # not the module of that name
+    mod.cache = "set"  # type: ignore[attr-defined]  # assigned by first_use: lazy state
+    found = [(d.name, d.kind) for d in snap.diff()]
+    assert found == [("patched", "changed"), ("other_name", "added")]
+    mod.first_use()
+    after = snapshot(mod)
+    mod.cache = None  # type: ignore[attr-defined]  # going back is a change
+    assert [d.name for d in after.diff()] == ["cache"]

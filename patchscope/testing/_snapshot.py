@@ -8,12 +8,22 @@ object is still a patch. The one exception is a value of an immutable builtin
 type (``str``, ``bytes``, ``int``, ``float``, ``complex``, ``bool``, ``None``,
 and tuples and frozensets of those): rebound to an equal value of the same
 type, nothing anyone can observe changed (``time.tzset()`` rebinds
-``time.tzname`` to an equal tuple), so it is not a difference.
+``time.tzname`` to an equal tuple), so it is not a difference; nor is a bound
+method rebound to an equal bound method (the same ``__self__`` and the same
+``__func__``).
+
+A module's own lazy state is not a difference either (see
+:func:`_lazy_state`): a global going from None (or absent) to the module of
+its own name in ``sys.modules`` (``global parser; from dateutil import
+parser`` inside a function), or from None (or absent) to any value when one
+of the module's own functions assigns that global (a first-use cache such as
+``tempfile.tempdir``).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import dis
 import sys
 import types
 from collections.abc import Iterable, Iterator
@@ -69,8 +79,85 @@ def _same(old: object, new: object) -> bool:
     """Whether rebinding *old* to *new* changed nothing anyone can observe."""
     if old is new:
         return True
+    cls = type(old)
+    if cls is types.MethodType and type(new) is cls:
+        # obj.method creates a new bound method each time it is read.
+        return old.__self__ is new.__self__ and old.__func__ is new.__func__  # type: ignore[attr-defined]
+    if cls is types.BuiltinMethodType and type(new) is cls:
+        # The same C function bound to the same object (random.random).
+        return old.__self__ is new.__self__ and old == new  # type: ignore[attr-defined]
     key = _value_key(old)
     return key is not None and key == _value_key(new)
+
+
+#: Per module (by id, the module held), the globals its own functions assign.
+_WRITTEN: dict[int, tuple[types.ModuleType, frozenset[str]]] = {}
+_STORES: Final = frozenset({"STORE_GLOBAL", "DELETE_GLOBAL"})
+
+
+def _codes(value: object, namespace: dict[str, object], depth: int = 0) -> Iterator[types.CodeType]:
+    """The code objects of the functions *value* is or holds, defined in *namespace*."""
+    if isinstance(value, (staticmethod, classmethod)):
+        value = value.__func__
+    if isinstance(value, property):
+        for part in (value.fget, value.fset, value.fdel):
+            yield from _codes(part, namespace, depth)
+    elif isinstance(value, types.FunctionType):
+        if value.__globals__ is namespace:
+            yield value.__code__
+    elif isinstance(value, type) and depth < 2 and value.__module__ == namespace.get("__name__"):
+        for member in list(vars(value).values()):
+            yield from _codes(member, namespace, depth + 1)
+
+
+def _globals_written(module: types.ModuleType) -> frozenset[str]:
+    """The names that a ``global`` statement in the module's own code assigns or deletes."""
+    cached = _WRITTEN.get(id(module))
+    if cached is not None and cached[0] is module:
+        return cached[1]
+    namespace = vars(module)
+    names: set[str] = set()
+    pending = [code for value in list(namespace.values()) for code in _codes(value, namespace)]
+    seen: set[int] = set()
+    while pending:
+        code = pending.pop()
+        if id(code) in seen:
+            continue
+        seen.add(id(code))
+        names.update(i.argval for i in dis.get_instructions(code) if i.opname in _STORES)
+        pending += (const for const in code.co_consts if isinstance(const, types.CodeType))
+    written = frozenset(names)
+    _WRITTEN[id(module)] = (module, written)
+    return written
+
+
+def _lazy_state(obj: object, name: str, old: object, new: object) -> bool:
+    """True if ``obj.name`` going from *old* to *new* is the module's own lazy state.
+
+    Only a module global that was None or absent qualifies. It is lazy state
+    when the new value is the module of its own name in ``sys.modules`` (a
+    lazy import: ``global parser; from dateutil import parser``), or when one
+    of the module's own functions assigns or deletes that global through a
+    ``global`` statement (a first-use cache: ``tempfile.gettempdir()`` sets
+    ``tempfile.tempdir``). A patch that sets such a global from None is not
+    seen.
+    """
+    if not isinstance(obj, types.ModuleType) or (old is not None and old is not ABSENT):
+        return False
+    if new is None or new is ABSENT:
+        return False
+    if isinstance(new, types.ModuleType):
+        full = vars(new).get("__name__")
+        if (
+            isinstance(full, str)
+            and full.rpartition(".")[2] == name
+            and sys.modules.get(full) is new
+        ):
+            return True
+    try:
+        return name in _globals_written(obj)
+    except Exception:  # a module whose code cannot be read: compare as usual
+        return False
 
 
 def _expected_addition(obj: object, name: str, value: object) -> bool:
@@ -131,7 +218,9 @@ class Snapshot:
 
     Objects are held by identity (and kept alive) together with a shallow copy
     of ``vars(obj)``; :meth:`diff` compares the current dictionaries with the
-    copies value by value with ``is``. Attributes kept outside ``__dict__``
+    copies value by value with ``is`` (with the exceptions :meth:`diff` lists:
+    equal immutable builtins, equal bound methods, a module's own lazy state).
+    Attributes kept outside ``__dict__``
     (``__slots__``, the contents of mutable values) are not recorded.
 
     Thread safety: taking a snapshot while another thread rebinds attributes of
@@ -168,9 +257,13 @@ class Snapshot:
         Values are compared by identity, except that a name rebound to an
         equal value of the same immutable builtin type (``str``, ``bytes``,
         ``int``, ``float``, ``complex``, ``bool``, ``None``, and tuples and
-        frozensets of those) counts as unchanged. Per object, changed and
-        removed names come first in recorded order, then added names in
-        current order.
+        frozensets of those), or to an equal bound method, counts as
+        unchanged, and so does a module's own lazy state (a module global
+        going from None or absent to the module of its own name in
+        ``sys.modules``, or to a value when the module's own code assigns that
+        global with a ``global`` statement). Per object, changed and removed
+        names come first in recorded order, then added names in current
+        order.
         """
         differences: list[Difference] = []
         for _, found in self._compare():
@@ -288,10 +381,19 @@ def _differences(
         return differences, not differences
     for name, value in old.items():
         current = new.get(name, ABSENT)
-        if name not in _IGNORED and not _same(value, current):
+        if (
+            name not in _IGNORED
+            and not _same(value, current)
+            and not _lazy_state(obj, name, value, current)
+        ):
             differences.append(Difference(obj, name, value, current))
     for name, value in new.items():
-        if name not in old and name not in _IGNORED and not _expected_addition(obj, name, value):
+        if (
+            name not in old
+            and name not in _IGNORED
+            and not _expected_addition(obj, name, value)
+            and not _lazy_state(obj, name, ABSENT, value)
+        ):
             differences.append(Difference(obj, name, ABSENT, value))
     return differences, False
 
