@@ -24,7 +24,7 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A working directory with one clean, one dirty and one broken file."""
     (tmp_path / "clean.py").write_text('"""Uses torch.cuda.Event() only in prose."""\n')
     (tmp_path / "dirty.py").write_text(DIRTY)
-    (tmp_path / "broken.py").write_text("def f(:\n")
+    (tmp_path / "broken.py").write_text("def f(:  # torch.cuda\n")
     monkeypatch.chdir(tmp_path)
     return tmp_path
 
@@ -132,17 +132,26 @@ def test_json_when_clean(project: Path, capsys: pytest.CaptureFixture[str]) -> N
         ["--output-format", "sarif"],
         ["--jobs", "0"],
         ["--no-such-option"],
-        ["missing.py"],
     ],
 )
 def test_usage_errors_exit_2(
     project: Path, capsys: pytest.CaptureFixture[str], args: list[str]
 ) -> None:
-    """Bad options and missing paths exit 2 with the reason on stderr."""
+    """Bad options exit 2 with the reason on stderr."""
     assert main(args) == 2
     captured = capsys.readouterr()
     assert captured.out == ""
     assert "error" in captured.err
+
+
+def test_missing_path_is_reported_and_the_rest_linted(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A path that does not exist is a PS000 finding; the other paths are still linted."""
+    assert main(["missing.py", "dirty.py"]) == 1
+    out = capsys.readouterr().out.splitlines()
+    assert out[-1] == "missing.py:1:1: PS000 no such file or directory; check the path"
+    assert [line.split(" ", 2)[1] for line in out[:-1]] == ["PS001", "PS001", "PS002"]
 
 
 def test_config_error_exits_2_naming_file_and_key(
@@ -239,7 +248,7 @@ def test_github_output_escapes_what_the_runner_would_split(
     project: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Commas and colons in a file name are escaped; each finding stays one line."""
-    (project / "a,b:c.py").write_text("def f(:\n")
+    (project / "a,b:c.py").write_text("def f(:  # torch.cuda\n")
     assert main(["--output-format=github", "a,b:c.py"]) == 1
     line = capsys.readouterr().out
     assert line.startswith("::error file=a%2Cb%3Ac.py,line=1,")

@@ -114,9 +114,9 @@ def test_both_files_configured_is_an_error(tmp_path: Path) -> None:
     [
         (
             "pyproject.toml",
-            '[tool.patchscope.lint]\nselect = ["PS009"]\n',
+            '[tool.patchscope.lint]\nselect = ["PS099"]\n',
             "select",
-            "unknown code 'PS009'; known codes: PS000, PS001",
+            "unknown code 'PS099'; known codes: PS000, PS001",
         ),
         ("setup.cfg", "[tool:patchscope.lint]\nignore = PS1\n", "ignore", "unknown code 'PS1'"),
         (

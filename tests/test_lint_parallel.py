@@ -50,4 +50,4 @@ def test_parallel_lint_equals_serial_lint(
     monkeypatch.setattr(_parallel, "SERIAL_BYTES", 0)
     parallel = lint_paths([str(PROJECT)], config, jobs=2)
     assert parallel == serial
-    assert len(serial.findings) == 18
+    assert len(serial.findings) == 16

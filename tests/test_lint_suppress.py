@@ -78,7 +78,7 @@ def test_file_level_directive_silences_its_codes_everywhere() -> None:
 def test_file_level_directive_silences_a_parse_error() -> None:
     """A file that cannot parse can still opt out of PS000 with a file-level directive."""
     assert codes("# patchscope: ignore-file[PS000]\nprint 'py2'\n") == []
-    assert codes("print 'py2'\n") == [(1, "PS000")]
+    assert codes("print 'py2'  # torch.cuda\n") == [(1, "PS000")]
 
 
 def test_unused_codes_and_directives_are_ps008() -> None:

@@ -21,6 +21,19 @@ PARSE_ERROR = "PS000"
 #: Code of the findings for APIs that a project adds with ``extend-apis``.
 EXTENDED = "PS005"
 
+#: Codes of hand-written patches of a ``patch-targets`` module (torch.cuda by
+#: default): an assignment or ``del``; ``setattr``/``delattr`` and pytest's
+#: ``monkeypatch``; ``unittest.mock``'s ``patch`` family; and the
+#: save/assign/restore shape (``orig = m.X; m.X = Y; ...; m.X = orig``).
+PATCH_ASSIGN = "PS010"
+PATCH_SETATTR = "PS011"
+PATCH_MOCK = "PS012"
+PATCH_RESTORE = "PS013"
+PATCH_CODES = frozenset({PATCH_ASSIGN, PATCH_SETATTR, PATCH_MOCK, PATCH_RESTORE})
+
+#: What ``patch-targets`` is by default: torch.cuda and everything below it.
+DEFAULT_PATCH_TARGETS: tuple[str, ...] = ("torch.cuda.*",)
+
 #: Code of a ``# patchscope:`` comment that is not a well-formed directive.
 MALFORMED_SUPPRESSION = "PS007"
 
@@ -55,6 +68,10 @@ RULES: tuple[Rule, ...] = (
         {
             "Event": "torch.Event or patchscope.torch.device_event_class()",
             "Stream": "torch.Stream",
+            "ExternalStream": (
+                "torch.Stream for streams torch creates; a foreign stream handle has no "
+                "device-generic wrapper, so keep this behind a device-type check"
+            ),
             "StreamContext": "a torch.Stream as a context manager",
             "current_stream": "torch.accelerator.current_stream()",
             "default_stream": (
@@ -84,6 +101,14 @@ RULES: tuple[Rule, ...] = (
             "reset_max_memory_cached": "torch.accelerator.reset_peak_memory_stats()",
             "memory_*": "torch.accelerator.memory_stats()",
             "max_memory_*": "torch.accelerator.max_memory_allocated() or max_memory_reserved()",
+            "MemPool": (
+                "no device-generic memory pool exists; keep it behind a device-type check "
+                "(torch.get_device_module() names the active device's module)"
+            ),
+            "use_mem_pool": (
+                "no device-generic memory pool exists; keep it behind a device-type check "
+                "(torch.get_device_module() names the active device's module)"
+            ),
         },
     ),
     Rule(
@@ -108,6 +133,10 @@ RULES: tuple[Rule, ...] = (
         {
             "manual_seed": "torch.manual_seed(), which seeds every device",
             "manual_seed_all": "torch.manual_seed(), which seeds every device",
+            "get_rng_state": "torch.get_device_module().get_rng_state()",
+            "set_rng_state": "torch.get_device_module().set_rng_state()",
+            "get_rng_state_all": "torch.get_device_module().get_rng_state_all()",
+            "set_rng_state_all": "torch.get_device_module().set_rng_state_all()",
         },
     ),
     Rule(
@@ -120,6 +149,19 @@ RULES: tuple[Rule, ...] = (
                 "torch.accelerator.Graph, capturing and replaying by hand (there is no "
                 "device-generic make_graphed_callables)"
             ),
+            "is_current_stream_capturing": (
+                "torch.get_device_module().is_current_stream_capturing(), on the devices "
+                "that capture graphs"
+            ),
+        },
+    ),
+    Rule(
+        "PS009",
+        "torch.cuda profiling ranges (NVTX)",
+        {
+            "nvtx": (
+                "torch.profiler.record_function(), which every device's profiler records"
+            ),
         },
     ),
 )
@@ -131,6 +173,10 @@ SUMMARIES: Mapping[str, str] = dict(
             PARSE_ERROR: "file could not be parsed",
             **{rule.code: rule.summary for rule in RULES},
             EXTENDED: "torch.cuda APIs added by extend-apis",
+            PATCH_ASSIGN: "hand-written patch: assignment or del of a module attribute",
+            PATCH_SETATTR: "hand-written patch: setattr, delattr or monkeypatch",
+            PATCH_MOCK: "hand-written patch: unittest.mock patch, patch.object, patch.dict",
+            PATCH_RESTORE: "hand-written patch: save, assign and restore by hand",
             MALFORMED_SUPPRESSION: "malformed suppression comment",
             UNUSED_SUPPRESSION: "suppression that silences nothing",
         }.items()
@@ -171,9 +217,23 @@ class RuleSet:
         select: Iterable[str],
         extend_apis: Iterable[str] = (),
         allow_apis: Iterable[str] = (),
+        *,
+        patch_targets: Iterable[str] = DEFAULT_PATCH_TARGETS,
+        skip_annotations: bool = False,
+        suppression_comments: Iterable[str] = (),
     ) -> None:
-        """Keep the rules whose code is in ``select``; add ``extend_apis`` as PS005."""
+        """Keep the rules whose code is in ``select``; add ``extend_apis`` as PS005.
+
+        ``patch_targets`` are the modules whose hand-written patches PS010 to
+        PS013 report (``m`` for ``m`` itself, ``m.*`` for ``m`` and everything
+        below it); ``skip_annotations`` leaves type annotations unchecked;
+        ``suppression_comments`` are extra comment markers (``ignore-cuda``)
+        that silence every finding on their line.
+        """
         selected = frozenset(select)
+        self.patch_targets = tuple(patch_targets) if selected & PATCH_CODES else ()
+        self.skip_annotations = skip_annotations
+        self.suppression_comments = tuple(suppression_comments)
         table: list[tuple[str, str, str]] = []  # (pattern, code, suggestion)
         for rule in RULES:
             if rule.code in selected:
@@ -190,9 +250,41 @@ class RuleSet:
             else:
                 self._exact.setdefault(pattern, (code, use))
 
+        # The prefilter: a file holding none of these bytes cannot have a
+        # finding of the selected rules, so it is not parsed. Every reported
+        # API is spelled with ``cuda`` somewhere (an import, an attribute, a
+        # string target), and every patch of a target module names the
+        # module's top-level package.
+        needles = set()
+        if self._exact or self._globs:
+            needles.add(b"cuda")
+        for target in self.patch_targets:
+            root = target.split(".")[0]
+            needles.add(b"cuda" if target.startswith(CUDA) else root.encode())
+        # A suppression comment is judged (used or not) only in a parsed file.
+        needles.add(b"patchscope:")
+        self.needles = tuple(sorted(needles))
+        # The top-level names whose bindings the checker tracks for patches.
+        self.patch_roots = frozenset(t.split(".")[0] for t in self.patch_targets) - {"torch"}
+
     def __bool__(self) -> bool:
-        """Whether any API can be reported at all (else files need no walk)."""
-        return bool(self._exact or self._globs)
+        """Whether anything can be reported at all (else files need no walk)."""
+        return bool(self._exact or self._globs or self.patch_targets)
+
+    def wanted(self, data: bytes) -> bool:
+        """Whether a file's bytes can hold a finding at all: the prefilter."""
+        return any(needle in data for needle in self.needles)
+
+    def patched(self, owner: str) -> bool:
+        """Whether setting an attribute of the dotted ``owner`` is a reported patch."""
+        for target in self.patch_targets:
+            if target.endswith(".*"):
+                base = target[:-2]
+                if owner == base or owner.startswith(base + "."):
+                    return True
+            elif owner == target:
+                return True
+        return False
 
     def match(self, path: str) -> Match | None:
         """The shortest prefix of the dotted ``path`` that names a reported API.
