@@ -16,20 +16,63 @@ a build without it warns once and gives a ``py3-none-any`` wheel, and
 import, and is a constant: reading it is safe from any thread.
 """
 
-from ._accel import ACCELERATED
-from ._construct import redirect_construction
-from ._errors import (
-    AttributeMissingError,
-    PatchscopeError,
-    RedirectConflictWarning,
-    RestoreError,
-    TargetNotWritableError,
-    TargetResolutionError,
-    UnsupportedTargetError,
-)
-from ._handles import Activation, ActivationGroup
-from ._redirect import Redirect, combine, during, redirect_attr
-from ._registry import active
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ._accel import ACCELERATED
+    from ._construct import redirect_construction
+    from ._errors import (
+        AttributeMissingError,
+        PatchscopeError,
+        RedirectConflictWarning,
+        RestoreError,
+        TargetNotWritableError,
+        TargetResolutionError,
+        UnsupportedTargetError,
+    )
+    from ._handles import Activation, ActivationGroup
+    from ._redirect import Redirect, combine, during, redirect_attr
+    from ._registry import active
+
+# Each public name and the module defining it. They are imported on first
+# access (PEP 562), so ``patchscope lint``, which imports ``patchscope.lint``
+# and the error classes only, never imports the patching core or wrapt.
+_LAZY = {
+    "ACCELERATED": "._accel",
+    "redirect_construction": "._construct",
+    "AttributeMissingError": "._errors",
+    "PatchscopeError": "._errors",
+    "RedirectConflictWarning": "._errors",
+    "RestoreError": "._errors",
+    "TargetNotWritableError": "._errors",
+    "TargetResolutionError": "._errors",
+    "UnsupportedTargetError": "._errors",
+    "Activation": "._handles",
+    "ActivationGroup": "._handles",
+    "Redirect": "._redirect",
+    "combine": "._redirect",
+    "during": "._redirect",
+    "redirect_attr": "._redirect",
+    "active": "._registry",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """Import a public name's module on first access, then keep the name here."""
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'patchscope' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    """The module's names, the ones not yet imported included."""
+    return sorted({*globals(), *_LAZY})
+
 
 __version__ = "0.1.0"
 

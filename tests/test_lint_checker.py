@@ -529,3 +529,53 @@ def test_allow_apis_are_never_reported() -> None:
         torch.cuda.synchronize()
     """
     assert findings(source, rules) == [(6, 1, "PS001", "torch.cuda.synchronize")]
+
+
+@pytest.mark.parametrize(
+    ("data", "fragment"),
+    [
+        pytest.param(b"x = 1  # caf\xe9\n", "cannot decode line 1 as utf-8", id="latin-1 comment"),
+        pytest.param(b"x = 1\n\nx = 2\x00\n", "null bytes (line 3)", id="null byte, no cuda"),
+        pytest.param(b"# coding: latin-1\nx = '\xe9'  # cuda\n", None, id="declared latin-1"),
+    ],
+)
+def test_undecodable_bytes_are_ps000_in_any_file(data: bytes, fragment: str | None) -> None:
+    """Bytes CPython refuses are PS000 even where the prefilter skips parsing."""
+    found = check_source(data, "t.py", ALL)
+    if fragment is None:
+        assert found == []
+    else:
+        [finding] = found
+        assert finding.code == "PS000"
+        assert fragment in finding.message
+
+
+def test_skip_annotations_leaves_annotations_unchecked() -> None:
+    """skip_annotations drops annotation-only uses and keeps uses in code."""
+    source = """
+        import torch
+        def f(s: torch.cuda.Stream, e: "torch.cuda.Event") -> torch.cuda.Stream:
+            x: torch.cuda.Event = torch.cuda.Event()
+            return s
+    """
+    skipping = RuleSet(CODES, skip_annotations=True)
+    assert findings(source, skipping) == [(4, 27, "PS001", "torch.cuda.Event")]
+    assert len(findings(source)) == 5
+
+
+@pytest.mark.parametrize(
+    ("api", "code"),
+    [
+        ("ExternalStream", "PS001"),
+        ("get_rng_state", "PS004"),
+        ("set_rng_state", "PS004"),
+        ("is_current_stream_capturing", "PS006"),
+        ("MemPool", "PS002"),
+        ("use_mem_pool", "PS002"),
+        ("nvtx.range_push", "PS009"),
+    ],
+)
+def test_added_default_apis(api: str, code: str) -> None:
+    """The APIs real projects hard-code beyond the first table are reported."""
+    [(_, _, got, _)] = findings(f"import torch\ntorch.cuda.{api}()\n")
+    assert got == code

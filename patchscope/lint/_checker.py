@@ -30,7 +30,9 @@ from __future__ import annotations
 
 import ast
 import importlib.util
+import io
 import re
+import tokenize
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
@@ -128,8 +130,14 @@ def _encoding_problem(data: bytes) -> str | None:
         return f"source code cannot contain null bytes (line {line}); is it a binary file?"
     if data.isascii() and b"coding" not in b"\n".join(data.split(b"\n", 2)[:2]):
         return None
+    problem = None
+    encoding = "utf-8"
     try:
-        importlib.util.decode_source(data)
+        encoding = tokenize.detect_encoding(io.BytesIO(data).readline)[0]
+    except SyntaxError as exc:  # an unknown coding, or bad bytes in the first two lines
+        problem = f"cannot decode: {exc}"
+    try:
+        data.decode(encoding)
     except UnicodeDecodeError as exc:
         line = data[: exc.start].count(b"\n") + 1
         return (
@@ -137,9 +145,7 @@ def _encoding_problem(data: bytes) -> str | None:
             "invalid; save the file as UTF-8, or declare its encoding with a coding line "
             "('# -*- coding: latin-1 -*-')"
         )
-    except (SyntaxError, LookupError) as exc:  # an unknown coding line
-        return f"cannot decode: {exc}"
-    return None
+    return problem
 
 
 def check_file(path: str, rules: RuleSet) -> list[Finding]:
@@ -563,9 +569,7 @@ def _string(node: ast.expr | None) -> str | None:
     return None
 
 
-def _patch_call(
-    walker: _Walker, node: ast.Call, func: ast.expr, name: str, chain: _Chain
-) -> None:
+def _patch_call(walker: _Walker, node: ast.Call, func: ast.expr, name: str, chain: _Chain) -> None:
     args = node.args
     first: ast.expr | None = args[0] if args else None
     if first is None:
@@ -618,12 +622,11 @@ def _patchscope_form(owner: str, attr: str | None) -> str:
         return f"patchscope.redirect_attr({owner}, NAME, ...) in a with block"
     if owner == CUDA and attr == "Event":
         return "patchscope.torch.device_events() in a with block"
-    if owner == CUDA or owner.startswith(CUDA + "."):
-        if attr in ("Stream", "current_stream", "stream", "synchronize"):
-            return (
-                "patchscope.torch.device_namespace() in a with block, or "
-                f"patchscope.redirect_attr({owner}, {attr!r}, ...)"
-            )
+    if owner == CUDA and attr in ("Stream", "current_stream", "stream", "synchronize"):
+        return (
+            "patchscope.torch.device_namespace() in a with block, or "
+            f"patchscope.redirect_attr({owner}, {attr!r}, ...)"
+        )
     if attr[:1].isupper():
         return (
             f"patchscope.redirect_construction({owner}.{attr}, ...) in a with block "

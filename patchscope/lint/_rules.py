@@ -159,9 +159,7 @@ RULES: tuple[Rule, ...] = (
         "PS009",
         "torch.cuda profiling ranges (NVTX)",
         {
-            "nvtx": (
-                "torch.profiler.record_function(), which every device's profiler records"
-            ),
+            "nvtx": ("torch.profiler.record_function(), which every device's profiler records"),
         },
     ),
 )
