@@ -164,4 +164,6 @@ def test_prefilter_skips_files_that_name_no_target() -> None:
     assert found("def f(:  # mypkg\n", RuleSet(CODES, patch_targets=["mypkg.*"])) == [
         (1, "PS000", None)
     ]
-    assert found("def f(:  # cuda\n") == [(1, "PS000", None)]
+    assert found("def f(:  # torch.cuda\n") == [(1, "PS000", None)]
+    assert found("def f(:  # x.cuda()\n") == []
+    assert found("from torch import (nn,\n  cuda)\ndef f(:\n") == [(3, "PS000", None)]

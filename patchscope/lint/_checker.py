@@ -18,6 +18,12 @@ The walk resolves names the way Python binds them, closely enough for a lint:
 * The global name ``torch`` counts as the torch module when the file never
   binds it (it then comes from a star import or a test harness).
 
+Hand-written patches of a ``patch-targets`` module (assignments, ``del``,
+``setattr``/``delattr``, ``monkeypatch``, ``unittest.mock``'s ``patch``
+family, and the save/assign/restore shape) are reported as PS010 to PS013
+instead of as uses; string targets (``mock.patch("torch.cuda.Event")``) are
+read as written.
+
 Comments and string literals never reach the walk, with one exception:
 a string in an annotation (``Optional["torch.cuda.Stream"]``) is a type
 written ahead of time, so it is parsed and checked like the unquoted form
@@ -75,12 +81,15 @@ def _tracked(path: str, roots: frozenset[str]) -> bool:
 def check_source(data: bytes, path: str, rules: RuleSet) -> list[Finding]:
     """Findings for one file's raw bytes, sorted by position.
 
-    ``data`` is parsed once (newer syntax than this Python's is rewritten
-    first where possible, see ``_syntax.py``), honouring encoding cookies and
-    BOMs. A file without the text ``cuda`` cannot reference ``torch.cuda``, so
-    its tree is not walked; one without ``patchscope:`` has no suppression
-    comments, so it is not tokenized. Only codes in ``rules.codes`` are
-    reported. Pure function; safe to call from any thread or process.
+    ``data`` is first checked for bytes CPython would refuse (PS000), then
+    parsed once (newer syntax than this Python's is rewritten first where
+    possible, see ``_syntax.py``), honouring encoding cookies and BOMs. A
+    file that :meth:`RuleSet.wanted` refuses (no uncalled ``.cuda``, no
+    ``from torch import cuda``, no other patch target's package, no
+    ``patchscope:``) cannot have a finding, so it is not parsed;
+    one without ``patchscope:`` has no suppression comments, so it is not
+    tokenized. Only codes in ``rules.codes`` are reported. Pure function;
+    safe to call from any thread or process.
     """
     codes = rules.codes
     source = _Source(data)

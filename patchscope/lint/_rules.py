@@ -9,6 +9,7 @@ names a reported API.
 from __future__ import annotations
 
 import fnmatch
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
@@ -185,6 +186,12 @@ SUMMARIES: Mapping[str, str] = dict(
 CODES: tuple[str, ...] = tuple(SUMMARIES)
 
 
+# The prefilter's patterns (see RuleSet): ``.cuda`` not called, and
+# ``from torch import ..., cuda`` (parenthesized lists may span lines).
+_DOT_CUDA = re.compile(rb"\.cuda\b(?!\s*\()")
+_FROM_TORCH_CUDA = re.compile(rb"from\s+torch\s+import\s*\(?[^)]*?\bcuda\b", re.S)
+
+
 @dataclass(frozen=True)
 class Match:
     """A reported API: its canonical dotted name, code and message.
@@ -248,22 +255,23 @@ class RuleSet:
             else:
                 self._exact.setdefault(pattern, (code, use))
 
-        # The prefilter: a file holding none of these bytes cannot have a
-        # finding of the selected rules, so it is not parsed. Every reported
-        # API is spelled with ``cuda`` somewhere (an import, an attribute, a
-        # string target), and every patch of a target module names the
-        # module's top-level package.
-        needles = set()
-        if self._exact or self._globs:
-            needles.add(b"cuda")
-        for target in self.patch_targets:
-            root = target.split(".")[0]
-            needles.add(b"cuda" if target.startswith(CUDA) else root.encode())
-        # A suppression comment is judged (used or not) only in a parsed file.
-        needles.add(b"patchscope:")
-        self.needles = tuple(sorted(needles))
+        # The prefilter: a file that matches none of these cannot have a
+        # finding of the selected rules, so it is not parsed. Every way to
+        # reach torch.cuda spells ``.cuda`` not followed by ``(`` (an
+        # attribute, ``import torch.cuda``, a string target such as
+        # ``"torch.cuda.Event"``; ``x.cuda()`` is a tensor method), or is
+        # ``from torch import cuda``. A patch of another target names the
+        # target's top-level package; a suppression comment is judged (used
+        # or not) only in a parsed file.
+        self._cuda = bool(self._exact or self._globs) or any(
+            target.startswith(CUDA) for target in self.patch_targets
+        )
+        words = {root.encode() for root in self.patch_roots_of(self.patch_targets)}
+        words.add(b"patchscope:")
+        self._words = tuple(sorted(words))
+        self.needles = ((b".cuda", b"from torch import cuda") if self._cuda else ()) + self._words
         # The top-level names whose bindings the checker tracks for patches.
-        self.patch_roots = frozenset(t.split(".")[0] for t in self.patch_targets) - {"torch"}
+        self.patch_roots = self.patch_roots_of(self.patch_targets)
 
     def __bool__(self) -> bool:
         """Whether anything can be reported at all (else files need no walk)."""
@@ -271,7 +279,15 @@ class RuleSet:
 
     def wanted(self, data: bytes) -> bool:
         """Whether a file's bytes can hold a finding at all: the prefilter."""
-        return any(needle in data for needle in self.needles)
+        if self._cuda and b"cuda" in data:
+            if _DOT_CUDA.search(data) is not None or _FROM_TORCH_CUDA.search(data) is not None:
+                return True
+        return any(word in data for word in self._words)
+
+    @staticmethod
+    def patch_roots_of(targets: Iterable[str]) -> frozenset[str]:
+        """The top-level packages of ``targets`` other than torch."""
+        return frozenset(target.split(".")[0] for target in targets) - {"torch"}
 
     def patched(self, owner: str) -> bool:
         """Whether setting an attribute of the dotted ``owner`` is a reported patch."""
