@@ -279,9 +279,12 @@ class RuleSet:
 
     def wanted(self, data: bytes) -> bool:
         """Whether a file's bytes can hold a finding at all: the prefilter."""
-        if self._cuda and b"cuda" in data:
-            if _DOT_CUDA.search(data) is not None or _FROM_TORCH_CUDA.search(data) is not None:
-                return True
+        if (
+            self._cuda
+            and b"cuda" in data
+            and (_DOT_CUDA.search(data) is not None or _FROM_TORCH_CUDA.search(data) is not None)
+        ):
+            return True
         return any(word in data for word in self._words)
 
     @staticmethod
