@@ -98,9 +98,11 @@ def configure() -> None:
 
     The C code never looks up a module's globals or private names: the
     handle classes it creates, the registry's table and lock, the with-stack
-    and the exceptions it raises are passed here by keyword. Called by
-    ``patchscope/__init__.py`` once every core module is imported, before
-    any redirect is activated.
+    and the exceptions it raises are passed here by keyword. Called once, at
+    the end of ``_handles.py``: the handle classes are the last of these
+    objects to exist, and every module that makes a record the C operations
+    work on imports that one first (a pickled redirect unpickled in a fresh
+    process included).
     """
     if speedups is None:
         return

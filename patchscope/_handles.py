@@ -17,7 +17,7 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING, Any
 
-from . import _registry
+from . import _accel, _registry
 from ._accel import twin
 from ._errors import RestoreError
 from ._resolve import ABSENT, describe
@@ -218,3 +218,9 @@ def stop_all(handles: list[Any]) -> None:
         raise pending
     if errors:
         raise RestoreError(f"{len(errors)} restore(s) failed: " + "; ".join(messages), errors)
+
+
+# The C accelerator, where it is in use, is given the objects it works with
+# once the handle classes it creates exist: every record a C operation can
+# meet is made by a module that imports this one (see _accel.configure).
+_accel.configure()

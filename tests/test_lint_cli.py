@@ -24,7 +24,7 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A working directory with one clean, one dirty and one broken file."""
     (tmp_path / "clean.py").write_text('"""Uses torch.cuda.Event() only in prose."""\n')
     (tmp_path / "dirty.py").write_text(DIRTY)
-    (tmp_path / "broken.py").write_text("def f(:\n")
+    (tmp_path / "broken.py").write_text("def f(:  # torch.cuda\n")
     monkeypatch.chdir(tmp_path)
     return tmp_path
 
@@ -132,17 +132,26 @@ def test_json_when_clean(project: Path, capsys: pytest.CaptureFixture[str]) -> N
         ["--output-format", "sarif"],
         ["--jobs", "0"],
         ["--no-such-option"],
-        ["missing.py"],
     ],
 )
 def test_usage_errors_exit_2(
     project: Path, capsys: pytest.CaptureFixture[str], args: list[str]
 ) -> None:
-    """Bad options and missing paths exit 2 with the reason on stderr."""
+    """Bad options exit 2 with the reason on stderr."""
     assert main(args) == 2
     captured = capsys.readouterr()
     assert captured.out == ""
     assert "error" in captured.err
+
+
+def test_missing_path_is_reported_and_the_rest_linted(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A path that does not exist is a PS000 finding; the other paths are still linted."""
+    assert main(["missing.py", "dirty.py"]) == 1
+    out = capsys.readouterr().out.splitlines()
+    assert out[-1] == "missing.py:1:1: PS000 no such file or directory; check the path"
+    assert [line.split(" ", 2)[1] for line in out[:-1]] == ["PS001", "PS001", "PS002"]
 
 
 def test_config_error_exits_2_naming_file_and_key(
@@ -239,7 +248,7 @@ def test_github_output_escapes_what_the_runner_would_split(
     project: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Commas and colons in a file name are escaped; each finding stays one line."""
-    (project / "a,b:c.py").write_text("def f(:\n")
+    (project / "a,b:c.py").write_text("def f(:  # torch.cuda\n")
     assert main(["--output-format=github", "a,b:c.py"]) == 1
     line = capsys.readouterr().out
     assert line.startswith("::error file=a%2Cb%3Ac.py,line=1,")
@@ -317,3 +326,57 @@ def test_findings_are_the_same_cold_and_warm(
     assert (project / ".patchscope_cache").is_dir()
     assert main(["."]) == 1
     assert capsys.readouterr().out == cold
+
+
+def test_diff_prints_the_fix_and_changes_nothing(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--diff shows the safe rewrites, exits 1, and leaves the file as it was."""
+    assert main(["--diff", "dirty.py"]) == 1
+    out = capsys.readouterr().out
+    assert "-torch.cuda.synchronize()\n+torch.accelerator.synchronize()\n" in out
+    assert "+torch.accelerator.empty_cache()" in out
+    assert (project / "dirty.py").read_text() == DIRTY
+
+
+def test_fix_rewrites_and_reports_what_is_left(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--fix writes the safe rewrites, says how many, and reports the rest."""
+    assert main(["--fix", "dirty.py"]) == 1
+    captured = capsys.readouterr()
+    assert captured.err == "patchscope lint: fixed 2 findings in 1 file\n"
+    assert [line.split(" ", 2)[:2] for line in captured.out.splitlines()] == [
+        ["dirty.py:4:1:", "PS001"]
+    ]
+    assert (project / "dirty.py").read_text() == (
+        "import torch\n\ntorch.accelerator.synchronize()\ntorch.cuda.Event()\n"
+        "torch.accelerator.empty_cache()\n"
+    )
+    assert main(["--diff", "dirty.py"]) == 0
+
+
+def test_fix_refuses_stdin(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--fix has nothing to write with '-'; it is a usage error."""
+    assert main(["--fix", "-"]) == 2
+    assert "do not read stdin" in capsys.readouterr().err
+
+
+def test_lint_command_imports_neither_the_core_nor_wrapt_nor_asyncio(tmp_path: Path) -> None:
+    """``patchscope lint`` starts without importing the patching core, wrapt or asyncio."""
+    (tmp_path / "a.py").write_text(DIRTY)
+    code = (
+        "import sys, runpy\n"
+        f"sys.argv = ['patchscope', 'lint', '--no-cache', {str(tmp_path / 'a.py')!r}]\n"
+        "try:\n"
+        "    runpy.run_module('patchscope', run_name='__main__')\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "core = ('patchscope._redirect', 'patchscope._registry', 'patchscope._accel')\n"
+        "bad = sorted(m for m in sys.modules\n"
+        "             if m.split('.')[0] in ('wrapt', 'asyncio') or m in core)\n"
+        "print('IMPORTED', bad)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert done.stdout.splitlines()[-1] == "IMPORTED []", done.stderr
+    assert "PS001" in done.stdout

@@ -114,9 +114,9 @@ def test_both_files_configured_is_an_error(tmp_path: Path) -> None:
     [
         (
             "pyproject.toml",
-            '[tool.patchscope.lint]\nselect = ["PS009"]\n',
+            '[tool.patchscope.lint]\nselect = ["PS099"]\n',
             "select",
-            "unknown code 'PS009'; known codes: PS000, PS001",
+            "unknown code 'PS099'; known codes: PS000, PS001",
         ),
         ("setup.cfg", "[tool:patchscope.lint]\nignore = PS1\n", "ignore", "unknown code 'PS1'"),
         (
@@ -289,3 +289,83 @@ def test_read_config_errors(tmp_path: Path, name: str, text: str | None, fragmen
         (tmp_path / name).write_text(text)
     with pytest.raises(ConfigError, match=re.escape(fragment)):
         read_config(tmp_path / name)
+
+
+@pytest.mark.parametrize(
+    ("name", "text"),
+    [
+        (
+            "pyproject.toml",
+            '[tool.patchscope.lint]\npatch-targets = ["mypkg.*", "torch.cuda.*"]\n'
+            'skip-annotations = true\nextend-suppression-comments = ["#ignore-cuda"]\n',
+        ),
+        (
+            "setup.cfg",
+            "[tool:patchscope.lint]\npatch-targets = mypkg.*, torch.cuda.*\n"
+            "skip-annotations = yes\nextend-suppression-comments = ignore-cuda\n",
+        ),
+    ],
+)
+def test_policy_keys(tmp_path: Path, name: str, text: str) -> None:
+    """patch-targets, skip-annotations and extend-suppression-comments read alike."""
+    (tmp_path / name).write_text(text)
+    config = load_config(tmp_path)
+    assert config.patch_targets == ("mypkg.*", "torch.cuda.*")
+    assert config.skip_annotations is True
+    assert config.extend_suppression_comments == ("ignore-cuda",)
+    rules = config.rules()
+    assert rules.patched("mypkg.sub") and not rules.patched("other")
+
+
+def test_policy_defaults(tmp_path: Path) -> None:
+    """By default torch.cuda is the patch target, annotations are checked, no markers."""
+    config = load_config(tmp_path)
+    assert config.patch_targets == ("torch.cuda.*",)
+    assert config.skip_annotations is False
+    assert config.extend_suppression_comments == ()
+
+
+@pytest.mark.parametrize(
+    ("text", "fragment"),
+    [
+        ('patch-targets = ["my pkg"]', "'my pkg' is not a module name"),
+        ('patch-targets = ["mypkg.**"]', "'mypkg.**' is not a module name"),
+        ('skip-annotations = "yes"', "skip-annotations: expected true or false, got 'yes'"),
+        ('extend-suppression-comments = ["no cuda"]', "'no cuda' is not a comment marker"),
+        ('extend-suppression-comments = ["patchscope: ignore"]', "is not a comment marker"),
+    ],
+)
+def test_bad_policy_keys_name_the_key(tmp_path: Path, text: str, fragment: str) -> None:
+    """A bad value of a policy key is a ConfigError naming the key and the fix."""
+    (tmp_path / "pyproject.toml").write_text(f"[tool.patchscope.lint]\n{text}\n")
+    with pytest.raises(ConfigError, match=re.escape(fragment)):
+        load_config(tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "fragment"),
+    [
+        (
+            "pyproject.toml",
+            '[tool.patchscope.lnt]\nselect = ["PS001"]\n',
+            "unknown section [tool.patchscope.lnt]; did you mean [tool.patchscope.lint]?",
+        ),
+        (
+            "pyproject.toml",
+            '[tool.patchscope.select]\nx = ["PS001"]\n',
+            "'select' is a key: put it under [tool.patchscope.lint]",
+        ),
+        (
+            "setup.cfg",
+            "[tool:patchscope.lnit]\nselect = PS001\n",
+            "unknown section [tool:patchscope.lnit]; did you mean [tool:patchscope.lint]?",
+        ),
+    ],
+)
+def test_misspelled_section_is_an_error(
+    tmp_path: Path, name: str, text: str, fragment: str
+) -> None:
+    """An unknown tool.patchscope.* section is a ConfigError with a suggestion."""
+    (tmp_path / name).write_text(text)
+    with pytest.raises(ConfigError, match=re.escape(fragment)):
+        load_config(tmp_path)

@@ -94,10 +94,10 @@ def test_duplicates_are_read_once(tmp_path: Path) -> None:
     assert collect(tmp_path, "pkg", "pkg/a.py", "./pkg/a.py") == ["pkg/a.py"]
 
 
-def test_missing_path_raises(tmp_path: Path) -> None:
-    """A path that does not exist is a usage error, raised as FileNotFoundError."""
-    with pytest.raises(FileNotFoundError):
-        collect(tmp_path, "nope.py")
+def test_missing_path_is_kept_for_the_report(tmp_path: Path) -> None:
+    """A path that does not exist is kept in the list, so the run reports it."""
+    tree(tmp_path, "pkg/a.py")
+    assert collect(tmp_path, "nope.py", "pkg") == ["nope.py", "pkg/a.py"]
 
 
 def test_allow_matches_relative_to_the_config_root(tmp_path: Path) -> None:

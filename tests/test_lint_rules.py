@@ -19,8 +19,13 @@ def test_codes_are_unique_and_ordered() -> None:
         "PS006",
         "PS007",
         "PS008",
+        "PS009",
+        "PS010",
+        "PS011",
+        "PS012",
+        "PS013",
     )
-    assert [rule.code for rule in RULES] == ["PS001", "PS002", "PS003", "PS004", "PS006"]
+    assert [rule.code for rule in RULES] == ["PS001", "PS002", "PS003", "PS004", "PS006", "PS009"]
     assert set(SUMMARIES) == set(CODES)
 
 
@@ -46,7 +51,8 @@ def test_every_message_names_a_replacement() -> None:
         ("torch.cuda", None),
         ("torch.Event", None),
         ("torch.xpu.Event", None),
-        ("torch.cuda.nvtx.Event", None),
+        ("torch.cuda.nvtx.range_push", ("torch.cuda.nvtx", "PS009", 1)),
+        ("torch.cuda.nvtxx", None),
         ("torch.cudax.Event", None),
     ],
 )

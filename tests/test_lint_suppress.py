@@ -6,6 +6,7 @@ import pytest
 
 from patchscope.lint._checker import check_source
 from patchscope.lint._rules import CODES, RuleSet
+from patchscope.lint._suppress import marked_lines
 
 ALL = RuleSet(CODES)
 
@@ -78,7 +79,7 @@ def test_file_level_directive_silences_its_codes_everywhere() -> None:
 def test_file_level_directive_silences_a_parse_error() -> None:
     """A file that cannot parse can still opt out of PS000 with a file-level directive."""
     assert codes("# patchscope: ignore-file[PS000]\nprint 'py2'\n") == []
-    assert codes("print 'py2'\n") == [(1, "PS000")]
+    assert codes("print 'py2'  # torch.cuda\n") == [(1, "PS000")]
 
 
 def test_unused_codes_and_directives_are_ps008() -> None:
@@ -126,3 +127,24 @@ def test_directives_in_a_file_that_does_not_tokenize() -> None:
     """A file the tokenizer rejects still has its directives read, line by line."""
     source = "x = (\n# patchscope: ignore-file[PS000]\n"
     assert codes(source) == []
+
+
+def test_extended_suppression_comments_silence_their_line() -> None:
+    """A marker from extend-suppression-comments silences every finding on its line."""
+    rules = RuleSet(CODES, suppression_comments=["ignore-cuda"])
+    source = (
+        "import torch\n"
+        "torch.cuda.synchronize() #ignore-cuda\n"
+        "torch.cuda.empty_cache()  # noqa: E501 # ignore-cuda: sanctioned\n"
+        "torch.cuda.Event()  # ignore-cudagraph\n"
+        "x = '#ignore-cuda'; torch.cuda.Stream()\n"
+    )
+    assert codes(source, rules) == [(4, "PS001"), (5, "PS001")]
+    assert len(codes(source)) == 4
+
+
+def test_marked_lines_reads_comments_only() -> None:
+    """Only comment tokens count; a marker in a string is not one."""
+    text = "a = 1  #ignore-cuda\nb = '#ignore-cuda'\n"
+    assert marked_lines(text, ["ignore-cuda"]) == {1}
+    assert marked_lines(None, ["ignore-cuda"]) == set()

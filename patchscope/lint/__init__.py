@@ -4,7 +4,11 @@ The checker parses each file once with :mod:`ast` and resolves import aliases
 (``import torch as t``, ``from torch import cuda``,
 ``from torch.cuda import Event as E``, ``import torch.cuda as tc``, ``t =
 torch``), so it neither misses renamed uses nor reports comments and strings.
-It never imports torch, and ``import patchscope`` never imports this package.
+It also reports hand-written patches of ``torch.cuda`` (or any module listed
+in ``patch-targets``) and can rewrite the calls whose device-generic
+replacement means the same everywhere (``--fix``). It never imports torch,
+``import patchscope`` never imports this package, and this package never
+imports the patching core.
 
 Use it from the shell (``patchscope lint src/``), from pre-commit (hook id
 ``patchscope-lint``) or from Python::

@@ -18,6 +18,12 @@ The walk resolves names the way Python binds them, closely enough for a lint:
 * The global name ``torch`` counts as the torch module when the file never
   binds it (it then comes from a star import or a test harness).
 
+Hand-written patches of a ``patch-targets`` module (assignments, ``del``,
+``setattr``/``delattr``, ``monkeypatch``, ``unittest.mock``'s ``patch``
+family, and the save/assign/restore shape) are reported as PS010 to PS013
+instead of as uses; string targets (``mock.patch("torch.cuda.Event")``) are
+read as written.
+
 Comments and string literals never reach the walk, with one exception:
 a string in an annotation (``Optional["torch.cuda.Stream"]``) is a type
 written ahead of time, so it is parsed and checked like the unquoted form
@@ -30,14 +36,26 @@ from __future__ import annotations
 
 import ast
 import importlib.util
+import io
 import re
+import tokenize
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from ._finding import Finding
-from ._rules import MALFORMED_SUPPRESSION, PARSE_ERROR, Match, RuleSet
-from ._suppress import apply, scan
+from ._rules import (
+    CUDA,
+    MALFORMED_SUPPRESSION,
+    PARSE_ERROR,
+    PATCH_ASSIGN,
+    PATCH_MOCK,
+    PATCH_RESTORE,
+    PATCH_SETATTR,
+    Match,
+    RuleSet,
+)
+from ._suppress import apply, marked_lines, scan
 from ._syntax import parse
 
 __all__ = ["Finding", "check_file", "check_source"]
@@ -52,27 +70,37 @@ class _ClassScope(dict[str, str | None]):
     """A class body's names: visible in the body, not in its methods."""
 
 
-def _tracked(path: str) -> bool:
-    # Only names bound to torch itself or to something under torch.cuda matter.
-    return path == "torch" or path == "torch.cuda" or path.startswith("torch.cuda.")
+def _tracked(path: str, roots: frozenset[str]) -> bool:
+    # Only names bound to torch itself, to something under torch.cuda, or
+    # under a patch target's package matter.
+    if path == "torch" or path == "torch.cuda" or path.startswith("torch.cuda."):
+        return True
+    return bool(roots) and path.partition(".")[0] in roots
 
 
 def check_source(data: bytes, path: str, rules: RuleSet) -> list[Finding]:
     """Findings for one file's raw bytes, sorted by position.
 
-    ``data`` is parsed once (newer syntax than this Python's is rewritten
-    first where possible, see ``_syntax.py``), honouring encoding cookies and
-    BOMs. A file without the text ``cuda`` cannot reference ``torch.cuda``, so
-    its tree is not walked; one without ``patchscope:`` has no suppression
-    comments, so it is not tokenized. Only codes in ``rules.codes`` are
-    reported. Pure function; safe to call from any thread or process.
+    ``data`` is first checked for bytes CPython would refuse (PS000), then
+    parsed once (newer syntax than this Python's is rewritten first where
+    possible, see ``_syntax.py``), honouring encoding cookies and BOMs. A
+    file that :meth:`RuleSet.wanted` refuses (no uncalled ``.cuda``, no
+    ``from torch import cuda``, no other patch target's package, no
+    ``patchscope:``) cannot have a finding, so it is not parsed;
+    one without ``patchscope:`` has no suppression comments, so it is not
+    tokenized. Only codes in ``rules.codes`` are reported. Pure function;
+    safe to call from any thread or process.
     """
     codes = rules.codes
     source = _Source(data)
     found: list[Finding] = []
     tree = None
+    problem = _encoding_problem(data)
     try:
-        tree = parse(data, path)
+        if problem is not None:
+            found.append(_parse_error(path, problem, 1, 1))
+        elif rules.wanted(data):
+            tree = parse(data, path)
     except SyntaxError as exc:
         line = exc.lineno or 1
         column = exc.offset or 1
@@ -82,10 +110,14 @@ def check_source(data: bytes, path: str, rules: RuleSet) -> list[Finding]:
         found.append(_parse_error(path, f"cannot parse: {exc}", 1, 1))
     if PARSE_ERROR not in codes:
         found = []
-    if tree is not None and rules and b"cuda" in data:
+    if tree is not None and rules:
         walker = _Walker(rules, source)
         walker.run(tree)
         found += _findings(path, source, walker.hits)
+    markers = rules.suppression_comments
+    if found and markers and any(marker.encode() in data for marker in markers):
+        quiet = marked_lines(source.text, markers)
+        found = [f for f in found if f.code == PARSE_ERROR or f.line not in quiet]
     if b"patchscope:" in data:
         directives, malformed = scan(path, data, source.text)
         if MALFORMED_SUPPRESSION in codes:
@@ -93,6 +125,36 @@ def check_source(data: bytes, path: str, rules: RuleSet) -> list[Finding]:
         found = apply(path, found, directives, codes)
     found.sort()
     return found
+
+
+def _encoding_problem(data: bytes) -> str | None:
+    """Why CPython would refuse to decode the file, or ``None``.
+
+    ``ast.parse`` of bytes lets an undecodable byte in a comment through
+    (``# caf\xe9`` in Latin-1 without a coding line); the interpreter
+    refuses such a file, so the lint reports it.
+    """
+    if b"\x00" in data:
+        line = data[: data.index(b"\x00")].count(b"\n") + 1
+        return f"source code cannot contain null bytes (line {line}); is it a binary file?"
+    if data.isascii() and b"coding" not in b"\n".join(data.split(b"\n", 2)[:2]):
+        return None
+    problem = None
+    encoding = "utf-8"
+    try:
+        encoding = tokenize.detect_encoding(io.BytesIO(data).readline)[0]
+    except SyntaxError as exc:  # an unknown coding, or bad bytes in the first two lines
+        problem = f"cannot decode: {exc}"
+    try:
+        data.decode(encoding)
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        return (
+            f"cannot decode line {line} as {exc.encoding}: byte {data[exc.start]:#04x} is "
+            "invalid; save the file as UTF-8, or declare its encoding with a coding line "
+            "('# -*- coding: latin-1 -*-')"
+        )
+    return problem
 
 
 def check_file(path: str, rules: RuleSet) -> list[Finding]:
@@ -181,8 +243,10 @@ class _Walker:
         self.hits: list[tuple[_Positioned, Match]] = []
         # Names ever bound to a tracked path: any other attribute root is
         # skipped without a scope lookup, which keeps the walk cheap.
-        self.candidates = {"torch"}
+        self.candidates = {"torch"} | rules.patch_roots
         self.deferred: deque[tuple[Sequence[ast.AST], _Chain]] = deque()
+        # The value node of the latest ``orig = m.X`` of each patchable API.
+        self.saves: dict[str, ast.expr] = {}
 
     def run(self, tree: ast.Module) -> None:
         self.block(tree.body, ({},))
@@ -222,7 +286,7 @@ class _Walker:
     # -- name binding -----------------------------------------------------
 
     def bind(self, chain: _Chain, name: str, path: str | None) -> None:
-        if path is not None and _tracked(path):
+        if path is not None and _tracked(path, self.rules.patch_roots):
             chain[-1][name] = path
             self.candidates.add(name)
         else:
@@ -284,6 +348,8 @@ class _Walker:
 
     def annotation(self, node: ast.expr, push: Callable[[ast.AST], None]) -> None:
         """Walk an annotation, and the quoted types in it as if unquoted."""
+        if self.rules.skip_annotations:
+            return
         push(node)
         for string in _type_strings(node):
             assert isinstance(string.value, str)
@@ -292,6 +358,55 @@ class _Walker:
             parsed = _parse_type_string(string, self.source)
             if parsed is not None:
                 self.annotation(parsed, push)
+
+    def patch(self, node: ast.expr, code: str, owner: str, attr: str | None, how: str) -> None:
+        """Record a hand-written patch of ``owner.attr`` (``attr`` unknown: ``None``)."""
+        if code in self.rules.codes:
+            api = owner if attr is None else f"{owner}.{attr}"
+            message = f"{how} patches {api} by hand; use {_patchscope_form(owner, attr)}"
+            self.hits.append((node, Match(api, code, message, 0)))
+
+    def patched_attribute(self, target: ast.expr, chain: _Chain) -> tuple[str, str] | None:
+        """``(owner, attribute)`` when ``target`` is ``owner.attribute`` of a patch target."""
+        if not self.rules.patch_targets or not isinstance(target, ast.Attribute):
+            return None
+        owner = self.resolve(target.value, chain)
+        if owner is None or not self.rules.patched(owner):
+            return None
+        return owner, target.attr
+
+    def assigned_patch(
+        self,
+        target: ast.Attribute,
+        owner: str,
+        attr: str,
+        value_path: str | None,
+        value: ast.expr | None,
+    ) -> None:
+        """An assignment ``owner.attr = value``: a patch, or the restore of a saved one."""
+        api = f"{owner}.{attr}"
+        if value_path == api and isinstance(value, ast.Name):
+            # ``m.X = orig`` where ``orig = m.X`` earlier: the restore of a
+            # save/assign/restore shape. The patch it undoes is reported
+            # once, as that shape; the save is not a use of the API.
+            for index in range(len(self.hits) - 1, -1, -1):
+                node, match = self.hits[index]
+                if match.api == api and match.code == PATCH_ASSIGN:
+                    where = f"line {node.lineno}"
+                    message = (
+                        f"saving, replacing and restoring {api} by hand ({where} to line "
+                        f"{target.lineno}) leaks the replacement to other threads and tasks "
+                        f"and on failure; use {_patchscope_form(owner, attr)}"
+                    )
+                    if PATCH_RESTORE in self.rules.codes:
+                        self.hits[index] = (node, Match(api, PATCH_RESTORE, message, 0))
+                    else:
+                        del self.hits[index]
+                    save = self.saves.pop(api, None)
+                    if save is not None:
+                        self.hits = [hit for hit in self.hits if hit[0] is not save]
+                    return
+        self.patch(target, PATCH_ASSIGN, owner, attr, "assigning")
 
     def report_import(self, alias: ast.alias, path: str) -> None:
         match = self.rules.match(path)
@@ -402,12 +517,134 @@ def _assign(walker: _Walker, node: ast.AST, chain: _Chain, push: Callable[[ast.A
             push(value)
     targets = node.targets if isinstance(node, ast.Assign) else [node.target]
     for target in targets:
-        if not isinstance(target, ast.Name):
+        if isinstance(target, ast.Name):
+            if value is not None:  # ``x: T`` alone binds nothing
+                walker.bind(chain, target.id, path)
+                if path is not None and isinstance(value, ast.Attribute):
+                    owner = walker.resolve(value.value, chain)
+                    if owner is not None and walker.rules.patched(owner):
+                        walker.saves[path] = value
+            continue
+        patched = walker.patched_attribute(target, chain)
+        if patched is None:
             push(target)
-        elif value is not None:  # ``x: T`` alone binds nothing
-            walker.bind(chain, target.id, path)
+        elif value is not None:
+            assert isinstance(target, ast.Attribute)
+            walker.assigned_patch(target, *patched, path, value)
     if isinstance(node, ast.AnnAssign):
         walker.annotation(node.annotation, push)
+
+
+def _delete(walker: _Walker, node: ast.AST, chain: _Chain, push: Callable[[ast.AST], None]) -> None:
+    assert isinstance(node, ast.Delete)
+    for target in node.targets:
+        patched = walker.patched_attribute(target, chain)
+        if patched is None:
+            push(target)
+        else:
+            walker.patch(target, PATCH_ASSIGN, *patched, "deleting")
+
+
+def _aug_assign(
+    walker: _Walker, node: ast.AST, chain: _Chain, push: Callable[[ast.AST], None]
+) -> None:
+    assert isinstance(node, ast.AugAssign)
+    push(node.value)
+    patched = walker.patched_attribute(node.target, chain)
+    if patched is None:
+        push(node.target)
+    else:
+        walker.patch(node.target, PATCH_ASSIGN, *patched, "assigning")
+
+
+# Call names that may patch: ``setattr``/``delattr`` (the builtins and
+# ``monkeypatch``'s), ``patch`` (``mock.patch``), and ``patch``'s methods.
+_PATCH_CALLS = frozenset({"setattr", "delattr", "patch", "object", "multiple", "dict"})
+
+
+def _call(walker: _Walker, node: ast.AST, chain: _Chain, push: Callable[[ast.AST], None]) -> None:
+    assert isinstance(node, ast.Call)
+    func = node.func
+    name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
+    if name in _PATCH_CALLS and walker.rules.patch_targets:
+        _patch_call(walker, node, func, name, chain)
+    for child in reversed([func, *node.args, *node.keywords]):
+        push(child)
+
+
+def _string(node: ast.expr | None) -> str | None:
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    return None
+
+
+def _patch_call(walker: _Walker, node: ast.Call, func: ast.expr, name: str, chain: _Chain) -> None:
+    args = node.args
+    first: ast.expr | None = args[0] if args else None
+    if first is None:
+        first = next((k.value for k in node.keywords if k.arg in ("target", "in_dict")), None)
+    if first is None:
+        return
+    on_patch = isinstance(func, ast.Attribute) and (
+        getattr(func.value, "attr", None) == "patch" or getattr(func.value, "id", None) == "patch"
+    )
+    owner: str | None
+    attr: str | None
+    if name in ("setattr", "delattr"):
+        code, how = PATCH_SETATTR, f"{name}()"
+        if isinstance(func, ast.Attribute):
+            how = f"{ast.unparse(func)}()"
+        text = _string(first)
+        if text is not None:  # monkeypatch.setattr("pkg.mod.name", value)
+            if not isinstance(func, ast.Attribute):
+                return
+            owner, _, attr = text.rpartition(".")
+        else:
+            owner = walker.resolve(first, chain)
+            attr = _string(args[1]) if len(args) > 1 else None
+    elif name == "patch":
+        code, how = PATCH_MOCK, "patch()"
+        text = _string(first)
+        if text is None:
+            return
+        owner, _, attr = text.rpartition(".")
+    elif on_patch:
+        code, how = PATCH_MOCK, f"patch.{name}()"
+        text = _string(first)
+        owner = text if text is not None else walker.resolve(first, chain)
+        attr = None
+        if name == "object":
+            attr = _string(args[1]) if len(args) > 1 else None
+        elif name == "multiple":
+            attr = next((k.arg for k in node.keywords if k.arg), None)
+        elif owner is not None:  # patch.dict(m.__dict__) patches m
+            owner = owner.removesuffix(".__dict__")
+    else:
+        return
+    if owner and walker.rules.patched(owner):
+        walker.patch(node, code, owner, attr or None, how)
+
+
+def _patchscope_form(owner: str, attr: str | None) -> str:
+    """The patchscope form that replaces a hand-written patch of ``owner.attr``."""
+    if attr is None:
+        return f"patchscope.redirect_attr({owner}, NAME, ...) in a with block"
+    if owner == CUDA and attr == "Event":
+        return "patchscope.torch.device_events() in a with block"
+    if owner == CUDA and attr in ("Stream", "current_stream", "stream", "synchronize"):
+        return (
+            "patchscope.torch.device_namespace() in a with block, or "
+            f"patchscope.redirect_attr({owner}, {attr!r}, ...)"
+        )
+    if attr[:1].isupper():
+        return (
+            f"patchscope.redirect_construction({owner}.{attr}, ...) in a with block "
+            "(it also catches constructions through other aliases)"
+        )
+    return (
+        f"patchscope.redirect_attr({owner}, {attr!r}, ...) in a with block "
+        "(or redirect_call to wrap the call)"
+    )
 
 
 def _function(
@@ -501,6 +738,9 @@ _HANDLERS: dict[type[Any], _Handler] = {
     ast.Import: _import,
     ast.ImportFrom: _import_from,
     ast.Assign: _assign,
+    ast.AugAssign: _aug_assign,
+    ast.Delete: _delete,
+    ast.Call: _call,
     ast.AnnAssign: _assign,
     ast.NamedExpr: _assign,
     ast.FunctionDef: _function,

@@ -80,6 +80,20 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="after the findings, print how many there are of each code",
     )
+    fixes = parser.add_mutually_exclusive_group()
+    fixes.add_argument(
+        "--fix",
+        action="store_true",
+        help=(
+            "rewrite the findings whose replacement means the same on every device "
+            "(see the fix table in the docs), then report what is left"
+        ),
+    )
+    fixes.add_argument(
+        "--diff",
+        action="store_true",
+        help="print what --fix would change as a unified diff, change nothing (exit 1 if any)",
+    )
     parser.add_argument(
         "-j",
         "--jobs",
@@ -108,6 +122,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _usage_error("'-' (stdin) cannot be combined with other paths")
     if args.stdin_filename is not None and args.paths not in (["-"], ["."]):
         return _usage_error("--stdin-filename goes with '-' (stdin), not with paths to read")
+    if (args.fix or args.diff) and ("-" in args.paths or args.stdin_filename is not None):
+        return _usage_error("--fix and --diff rewrite files; they do not read stdin ('-')")
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", RuntimeWarning)
@@ -118,6 +134,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _usage_error(f"no such file or directory: {exc}")
     for warning in caught:
         print(f"patchscope lint: warning: {warning.message}", file=sys.stderr)
+    if args.diff:
+        diffs = _fixed(result, write=False)
+        sys.stdout.write("".join(diffs))
+        return FINDINGS if diffs else CLEAN
+    if args.fix and _fixed(result, write=True):
+        result = _run(args)  # report what is left, at its new positions
     if args.format == "json":
         sys.stdout.write(format_json(result))
     elif args.format == "github":
@@ -145,6 +167,35 @@ def _run(args: argparse.Namespace) -> LintResult:
         cache=not args.no_cache,
         report_unused_suppressions=args.report_unused_suppressions,
     )
+
+
+def _fixed(result: LintResult, *, write: bool) -> list[str]:
+    """Apply (``write``) or diff the safe fixes; one diff per changed file."""
+    from ._fix import by_path, fix_source, unified_diff
+
+    diffs = []
+    count = 0
+    for path, found in by_path(result.findings).items():
+        try:
+            with open(path, "rb") as stream:
+                before = stream.read()
+        except OSError:
+            continue
+        after, fixed = fix_source(before, found)
+        if not fixed:
+            continue
+        count += fixed
+        diffs.append(unified_diff(path, before, after))
+        if write:
+            with open(path, "wb") as stream:
+                stream.write(after)
+    if write and count:
+        print(
+            f"patchscope lint: fixed {count} finding{'s' * (count != 1)} "
+            f"in {len(diffs)} file{'s' * (len(diffs) != 1)}",
+            file=sys.stderr,
+        )
+    return diffs
 
 
 def _usage_error(message: str) -> int:

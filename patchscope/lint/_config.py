@@ -22,7 +22,7 @@ from functools import partial
 from typing import Any
 
 from .._errors import PatchscopeError
-from ._rules import CODES, RULES, RuleSet, known_api
+from ._rules import CODES, DEFAULT_PATCH_TARGETS, RULES, RuleSet, known_api
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -33,7 +33,25 @@ PYPROJECT = "pyproject.toml"
 SETUP_CFG = "setup.cfg"
 _CFG_SECTION = "tool:patchscope.lint"
 _TOML_SECTION = "tool.patchscope.lint"
-KEYS = ("select", "ignore", "allow", "allow-apis", "per-file-ignores", "extend-apis", "exclude")
+KEYS = (
+    "select",
+    "ignore",
+    "allow",
+    "allow-apis",
+    "per-file-ignores",
+    "extend-apis",
+    "exclude",
+    "patch-targets",
+    "skip-annotations",
+    "extend-suppression-comments",
+)
+#: The sections under ``tool.patchscope``; any other is a misspelling.
+_SECTIONS = ("lint",)
+_BOOLEAN_KEYS = ("skip-annotations",)
+# A module name, optionally ending ``.*`` for everything below it.
+_TARGET = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*(\.\*)?")
+# A suppression marker: a word with dashes, such as ``ignore-cuda``.
+_MARKER = re.compile(r"[A-Za-z_][\w-]*(:[\w-]+)?")
 _PER_FILE = "per-file-ignores"
 
 # A name relative to torch.cuda: identifiers (fnmatch wildcards allowed)
@@ -62,8 +80,14 @@ class LintConfig:
     ``torch.cuda`` (globs allowed) that are never reported;
     ``per_file_ignores`` pairs a path glob with the codes not reported for the
     files it matches. ``extend_apis`` are extra names under ``torch.cuda``,
-    reported as ``PS005``. ``source`` is the file the settings came from,
-    ``None`` for the defaults. Immutable and hashable; safe to share.
+    reported as ``PS005``. ``patch_targets`` are the modules whose
+    hand-written patches ``PS010`` to ``PS013`` report (``m`` for ``m``
+    itself, ``m.*`` for ``m`` and every module or object below it);
+    ``skip_annotations`` leaves type annotations unchecked;
+    ``extend_suppression_comments`` are comment markers (``ignore-cuda``)
+    that silence every finding on their line. ``source`` is the file the
+    settings came from, ``None`` for the defaults. Immutable and hashable;
+    safe to share.
     """
 
     select: tuple[str, ...] = CODES
@@ -73,6 +97,9 @@ class LintConfig:
     per_file_ignores: tuple[tuple[str, tuple[str, ...]], ...] = ()
     extend_apis: tuple[str, ...] = ()
     exclude: tuple[str, ...] = ()
+    patch_targets: tuple[str, ...] = DEFAULT_PATCH_TARGETS
+    skip_annotations: bool = False
+    extend_suppression_comments: tuple[str, ...] = ()
     root: str = field(default_factory=os.getcwd)
     source: str | None = None
 
@@ -83,7 +110,14 @@ class LintConfig:
 
     def rules(self, codes: frozenset[str] | None = None) -> RuleSet:
         """The rule set these settings select, limited to ``codes`` if given."""
-        return RuleSet(self.codes if codes is None else codes, self.extend_apis, self.allow_apis)
+        return RuleSet(
+            self.codes if codes is None else codes,
+            self.extend_apis,
+            self.allow_apis,
+            patch_targets=self.patch_targets,
+            skip_annotations=self.skip_annotations,
+            suppression_comments=self.extend_suppression_comments,
+        )
 
 
 def load_config(start: str | os.PathLike[str] | None = None) -> LintConfig:
@@ -198,10 +232,20 @@ def _read_toml(path: str) -> _Found | None:
     except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise ConfigError(f"{path}: cannot parse: {exc}") from None
     table: Any = document
-    for key in ("tool", "patchscope", "lint"):
+    for key in ("tool", "patchscope"):
         if not isinstance(table, dict) or key not in table:
             return None
         table = table[key]
+    if isinstance(table, dict):
+        for name, value in table.items():
+            if isinstance(value, dict) and name not in _SECTIONS:
+                raise ConfigError(
+                    f"{path}: unknown section [tool.patchscope.{name}]; "
+                    f"{_did_you_mean(name, 'tool.patchscope.')}"
+                )
+    if not isinstance(table, dict) or "lint" not in table:
+        return None
+    table = table["lint"]
     if not isinstance(table, dict):
         raise ConfigError(f"{path}: [{_TOML_SECTION}] must be a table")
     return path, f"[{_TOML_SECTION}]", table
@@ -216,6 +260,12 @@ def _read_cfg(path: str) -> _Found | None:
         parser.read_string(data.decode("utf-8"), source=path)
     except (UnicodeDecodeError, configparser.Error) as exc:
         raise ConfigError(f"{path}: cannot parse: {exc}") from None
+    for name in parser.sections():
+        if name.startswith("tool:patchscope.") and name != _CFG_SECTION:
+            rest = name.removeprefix("tool:patchscope.")
+            raise ConfigError(
+                f"{path}: unknown section [{name}]; {_did_you_mean(rest, 'tool:patchscope.')}"
+            )
     if not parser.has_section(_CFG_SECTION):
         return None
     section = f"[{_CFG_SECTION}]"
@@ -223,9 +273,23 @@ def _read_cfg(path: str) -> _Found | None:
     for key, raw in parser.items(_CFG_SECTION):
         if key == _PER_FILE:
             values[key] = _per_file_lines(raw, f"{path}: {section} {key}")
+        elif key in _BOOLEAN_KEYS:
+            try:
+                values[key] = parser.getboolean(_CFG_SECTION, key)
+            except ValueError:
+                values[key] = raw  # refused by _parse, which names the key
         else:
             values[key] = [item.strip() for item in re.split(r"[,\n]", raw) if item.strip()]
     return path, section, values
+
+
+def _did_you_mean(name: str, prefix: str) -> str:
+    close = difflib.get_close_matches(name, _SECTIONS, n=1, cutoff=0.5)
+    if close:
+        return f"did you mean [{prefix}{close[0]}]?"
+    if name.replace("_", "-") in KEYS:
+        return f"{name!r} is a key: put it under [{prefix}lint]"
+    return f"the only section is [{prefix}lint]"
 
 
 def _per_file_lines(raw: str, where: str) -> dict[str, list[str]]:
@@ -262,6 +326,7 @@ def _parse(source: str, section: str, values: Mapping[str, Any], root: str) -> L
 
     settings: dict[str, tuple[str, ...]] = {}
     per_file: list[tuple[str, tuple[str, ...]]] = []
+    flags: dict[str, bool] = {}
     for key, value in values.items():
         if key not in KEYS:
             close = difflib.get_close_matches(key.replace("_", "-"), KEYS, n=1)
@@ -276,6 +341,11 @@ def _parse(source: str, section: str, values: Mapping[str, Any], root: str) -> L
             for glob, codes in value.items():
                 check_codes(f"{key} {glob!r}", codes)
                 per_file.append((_globs([glob], partial(fail, key))[0], tuple(codes)))
+            continue
+        if key in _BOOLEAN_KEYS:
+            if not isinstance(value, bool):
+                raise fail(key, f"expected true or false, got {value!r}")
+            flags[key] = value
             continue
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
             raise fail(key, f"expected a list of strings, got {value!r}")
@@ -300,6 +370,21 @@ def _parse(source: str, section: str, values: Mapping[str, Any], root: str) -> L
             close = difflib.get_close_matches(name, names, n=1)
             hint = f"did you mean {close[0]!r}?" if close else "see the rule table for the names"
             raise fail("allow-apis", f"{name!r} is not an API the lint reports; {hint}")
+    for target in settings.get("patch-targets", ()):
+        if not _TARGET.fullmatch(target):
+            raise fail(
+                "patch-targets",
+                f"{target!r} is not a module name; write a dotted name such as "
+                "'mypkg.backend', or 'mypkg.*' for mypkg and everything below it",
+            )
+    markers = tuple(m.lstrip("#").strip() for m in settings.get("extend-suppression-comments", ()))
+    for marker in markers:
+        if not _MARKER.fullmatch(marker) or marker.startswith("patchscope"):
+            raise fail(
+                "extend-suppression-comments",
+                f"{marker!r} is not a comment marker; write the word that follows '#', "
+                "such as 'ignore-cuda' (patchscope's own directives need no listing)",
+            )
     return LintConfig(
         select=settings.get("select", CODES),
         ignore=settings.get("ignore", ()),
@@ -308,6 +393,9 @@ def _parse(source: str, section: str, values: Mapping[str, Any], root: str) -> L
         per_file_ignores=tuple(per_file),
         extend_apis=apis,
         exclude=settings.get("exclude", ()),
+        patch_targets=settings.get("patch-targets", DEFAULT_PATCH_TARGETS),
+        skip_annotations=flags.get("skip-annotations", False),
+        extend_suppression_comments=markers,
         root=root,
         source=source,
     )

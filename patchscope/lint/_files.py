@@ -160,13 +160,17 @@ class FileSelector:
 
         A directory is walked for ``*.py`` files; a file is read whatever its
         name (pre-commit passes extensionless scripts with a Python shebang).
-        Raises :class:`FileNotFoundError` for a path that does not exist.
+        A path that does not exist is kept, so that checking it reports it
+        (``PS000``) while the other paths are still linted.
         """
         seen: set[str] = set()
         files = []
         for path in paths:
-            if not os.path.exists(path):
-                raise FileNotFoundError(path)
+            if not os.path.lexists(path):
+                if path not in seen:
+                    seen.add(path)
+                    files.append(path)
+                continue
             if self.excluded(path):
                 continue
             found = self._walk(path) if os.path.isdir(path) else iter([path])

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from typing import TypeVar
 
 T = TypeVar("T")
@@ -64,6 +63,10 @@ def run_chunked(
             current, size = [], 0
     if current:
         chunks.append(current)
+    # Imported here: a run small enough to stay in process (pre-commit's
+    # handful of files) does not pay for multiprocessing's import.
+    from concurrent.futures import ProcessPoolExecutor
+
     results: dict[int, R] = {}
     with ProcessPoolExecutor(max_workers=min(jobs, len(chunks))) as pool:
         batches = [[items[i] for i in chunk] for chunk in chunks]

@@ -9,6 +9,7 @@ names a reported API.
 from __future__ import annotations
 
 import fnmatch
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
@@ -20,6 +21,19 @@ PARSE_ERROR = "PS000"
 
 #: Code of the findings for APIs that a project adds with ``extend-apis``.
 EXTENDED = "PS005"
+
+#: Codes of hand-written patches of a ``patch-targets`` module (torch.cuda by
+#: default): an assignment or ``del``; ``setattr``/``delattr`` and pytest's
+#: ``monkeypatch``; ``unittest.mock``'s ``patch`` family; and the
+#: save/assign/restore shape (``orig = m.X; m.X = Y; ...; m.X = orig``).
+PATCH_ASSIGN = "PS010"
+PATCH_SETATTR = "PS011"
+PATCH_MOCK = "PS012"
+PATCH_RESTORE = "PS013"
+PATCH_CODES = frozenset({PATCH_ASSIGN, PATCH_SETATTR, PATCH_MOCK, PATCH_RESTORE})
+
+#: What ``patch-targets`` is by default: torch.cuda and everything below it.
+DEFAULT_PATCH_TARGETS: tuple[str, ...] = ("torch.cuda.*",)
 
 #: Code of a ``# patchscope:`` comment that is not a well-formed directive.
 MALFORMED_SUPPRESSION = "PS007"
@@ -55,6 +69,10 @@ RULES: tuple[Rule, ...] = (
         {
             "Event": "torch.Event or patchscope.torch.device_event_class()",
             "Stream": "torch.Stream",
+            "ExternalStream": (
+                "torch.Stream for streams torch creates; a foreign stream handle has no "
+                "device-generic wrapper, so keep this behind a device-type check"
+            ),
             "StreamContext": "a torch.Stream as a context manager",
             "current_stream": "torch.accelerator.current_stream()",
             "default_stream": (
@@ -84,6 +102,14 @@ RULES: tuple[Rule, ...] = (
             "reset_max_memory_cached": "torch.accelerator.reset_peak_memory_stats()",
             "memory_*": "torch.accelerator.memory_stats()",
             "max_memory_*": "torch.accelerator.max_memory_allocated() or max_memory_reserved()",
+            "MemPool": (
+                "no device-generic memory pool exists; keep it behind a device-type check "
+                "(torch.get_device_module() names the active device's module)"
+            ),
+            "use_mem_pool": (
+                "no device-generic memory pool exists; keep it behind a device-type check "
+                "(torch.get_device_module() names the active device's module)"
+            ),
         },
     ),
     Rule(
@@ -108,6 +134,10 @@ RULES: tuple[Rule, ...] = (
         {
             "manual_seed": "torch.manual_seed(), which seeds every device",
             "manual_seed_all": "torch.manual_seed(), which seeds every device",
+            "get_rng_state": "torch.get_device_module().get_rng_state()",
+            "set_rng_state": "torch.get_device_module().set_rng_state()",
+            "get_rng_state_all": "torch.get_device_module().get_rng_state_all()",
+            "set_rng_state_all": "torch.get_device_module().set_rng_state_all()",
         },
     ),
     Rule(
@@ -120,6 +150,17 @@ RULES: tuple[Rule, ...] = (
                 "torch.accelerator.Graph, capturing and replaying by hand (there is no "
                 "device-generic make_graphed_callables)"
             ),
+            "is_current_stream_capturing": (
+                "torch.get_device_module().is_current_stream_capturing(), on the devices "
+                "that capture graphs"
+            ),
+        },
+    ),
+    Rule(
+        "PS009",
+        "torch.cuda profiling ranges (NVTX)",
+        {
+            "nvtx": ("torch.profiler.record_function(), which every device's profiler records"),
         },
     ),
 )
@@ -131,6 +172,10 @@ SUMMARIES: Mapping[str, str] = dict(
             PARSE_ERROR: "file could not be parsed",
             **{rule.code: rule.summary for rule in RULES},
             EXTENDED: "torch.cuda APIs added by extend-apis",
+            PATCH_ASSIGN: "hand-written patch: assignment or del of a module attribute",
+            PATCH_SETATTR: "hand-written patch: setattr, delattr or monkeypatch",
+            PATCH_MOCK: "hand-written patch: unittest.mock patch, patch.object, patch.dict",
+            PATCH_RESTORE: "hand-written patch: save, assign and restore by hand",
             MALFORMED_SUPPRESSION: "malformed suppression comment",
             UNUSED_SUPPRESSION: "suppression that silences nothing",
         }.items()
@@ -139,6 +184,12 @@ SUMMARIES: Mapping[str, str] = dict(
 
 #: Every code the linter can report, in order.
 CODES: tuple[str, ...] = tuple(SUMMARIES)
+
+
+# The prefilter's patterns (see RuleSet): ``.cuda`` not called, and
+# ``from torch import ..., cuda`` (parenthesized lists may span lines).
+_DOT_CUDA = re.compile(rb"\.cuda\b(?!\s*\()")
+_FROM_TORCH_CUDA = re.compile(rb"from\s+torch\s+import\s*\(?[^)]*?\bcuda\b", re.S)
 
 
 @dataclass(frozen=True)
@@ -171,9 +222,23 @@ class RuleSet:
         select: Iterable[str],
         extend_apis: Iterable[str] = (),
         allow_apis: Iterable[str] = (),
+        *,
+        patch_targets: Iterable[str] = DEFAULT_PATCH_TARGETS,
+        skip_annotations: bool = False,
+        suppression_comments: Iterable[str] = (),
     ) -> None:
-        """Keep the rules whose code is in ``select``; add ``extend_apis`` as PS005."""
+        """Keep the rules whose code is in ``select``; add ``extend_apis`` as PS005.
+
+        ``patch_targets`` are the modules whose hand-written patches PS010 to
+        PS013 report (``m`` for ``m`` itself, ``m.*`` for ``m`` and everything
+        below it); ``skip_annotations`` leaves type annotations unchecked;
+        ``suppression_comments`` are extra comment markers (``ignore-cuda``)
+        that silence every finding on their line.
+        """
         selected = frozenset(select)
+        self.patch_targets = tuple(patch_targets) if selected & PATCH_CODES else ()
+        self.skip_annotations = skip_annotations
+        self.suppression_comments = tuple(suppression_comments)
         table: list[tuple[str, str, str]] = []  # (pattern, code, suggestion)
         for rule in RULES:
             if rule.code in selected:
@@ -190,9 +255,53 @@ class RuleSet:
             else:
                 self._exact.setdefault(pattern, (code, use))
 
+        # The prefilter: a file that matches none of these cannot have a
+        # finding of the selected rules, so it is not parsed. Every way to
+        # reach torch.cuda spells ``.cuda`` not followed by ``(`` (an
+        # attribute, ``import torch.cuda``, a string target such as
+        # ``"torch.cuda.Event"``; ``x.cuda()`` is a tensor method), or is
+        # ``from torch import cuda``. A patch of another target names the
+        # target's top-level package; a suppression comment is judged (used
+        # or not) only in a parsed file.
+        self._cuda = bool(self._exact or self._globs) or any(
+            target.startswith(CUDA) for target in self.patch_targets
+        )
+        words = {root.encode() for root in self.patch_roots_of(self.patch_targets)}
+        words.add(b"patchscope:")
+        self._words = tuple(sorted(words))
+        self.needles = ((b".cuda", b"from torch import cuda") if self._cuda else ()) + self._words
+        # The top-level names whose bindings the checker tracks for patches.
+        self.patch_roots = self.patch_roots_of(self.patch_targets)
+
     def __bool__(self) -> bool:
-        """Whether any API can be reported at all (else files need no walk)."""
-        return bool(self._exact or self._globs)
+        """Whether anything can be reported at all (else files need no walk)."""
+        return bool(self._exact or self._globs or self.patch_targets)
+
+    def wanted(self, data: bytes) -> bool:
+        """Whether a file's bytes can hold a finding at all: the prefilter."""
+        if (
+            self._cuda
+            and b"cuda" in data
+            and (_DOT_CUDA.search(data) is not None or _FROM_TORCH_CUDA.search(data) is not None)
+        ):
+            return True
+        return any(word in data for word in self._words)
+
+    @staticmethod
+    def patch_roots_of(targets: Iterable[str]) -> frozenset[str]:
+        """The top-level packages of ``targets`` other than torch."""
+        return frozenset(target.split(".")[0] for target in targets) - {"torch"}
+
+    def patched(self, owner: str) -> bool:
+        """Whether setting an attribute of the dotted ``owner`` is a reported patch."""
+        for target in self.patch_targets:
+            if target.endswith(".*"):
+                base = target[:-2]
+                if owner == base or owner.startswith(base + "."):
+                    return True
+            elif owner == target:
+                return True
+        return False
 
     def match(self, path: str) -> Match | None:
         """The shortest prefix of the dotted ``path`` that names a reported API.

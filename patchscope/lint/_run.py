@@ -13,7 +13,7 @@ from ._config import LintConfig
 from ._files import FileSelector
 from ._finding import Finding
 from ._parallel import run_chunked
-from ._rules import UNUSED_SUPPRESSION, RuleSet
+from ._rules import PARSE_ERROR, UNUSED_SUPPRESSION, RuleSet
 
 
 @dataclass(frozen=True)
@@ -43,9 +43,10 @@ def lint_paths(
     change since an earlier run with the same settings are read from
     ``.patchscope_cache/`` instead of being parsed again, and the new ones are
     written there. ``PS008`` (unused suppressions) is reported only with
-    ``report_unused_suppressions``. Raises :class:`FileNotFoundError` for a
-    path that does not exist and :class:`ConfigError` for bad settings. Files
-    that do not parse are findings (``PS000``), not errors. Starts its own
+    ``report_unused_suppressions``. A path that does not exist is a
+    ``PS000`` finding (whatever is selected) and the other paths are still
+    linted; bad settings raise :class:`ConfigError`. Files that cannot be
+    read, decoded or parsed are findings (``PS000``), not errors. Starts its own
     worker processes; concurrent calls do not interfere (concurrent runs
     sharing a cache at worst parse a file again).
     """
@@ -57,6 +58,11 @@ def lint_paths(
     keys: list[str | None] = [None] * len(files)
     sizes: list[int] = []
     for index, path in enumerate(files):
+        if not os.path.lexists(path):
+            message = "no such file or directory; check the path"
+            per_file[index] = [Finding(path, 1, 1, PARSE_ERROR, message, 1, 1)]
+            sizes.append(0)
+            continue
         rules = selector.rules(path)
         if store is None:
             sizes.append(_size(path))

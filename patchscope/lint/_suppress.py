@@ -20,7 +20,7 @@ from __future__ import annotations
 import io
 import re
 import tokenize
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from ._finding import Finding
@@ -88,21 +88,46 @@ def scan(path: str, data: bytes, text: str | None) -> tuple[list[Directive], lis
     return directives, malformed
 
 
-def _comments(text: str) -> Iterable[tuple[int, int, str]]:
-    """``(line, 1-based column, text)`` of each comment token."""
+def marked_lines(text: str | None, markers: Sequence[str]) -> set[int]:
+    """The lines whose comment holds one of ``markers`` (``extend-suppression-comments``).
+
+    A marker counts right after a comment's ``#`` or after white space in it,
+    and must end there or be followed by a non-word character: with the
+    marker ``ignore-cuda``, ``x()  #ignore-cuda`` and ``# ignore-cuda: why``
+    are marked, ``# ignore-cudagraph`` is not. Such a line reports nothing
+    but ``PS000``. Pure function.
+    """
+    if text is None or not markers:
+        return set()
+    pattern = re.compile(
+        r"(?:#|\s)\s*(?:" + "|".join(re.escape(m) for m in markers) + r")(?![\w-])"
+    )
+    return {
+        line
+        for line, _, comment in _comments(text, lambda c: any(m in c for m in markers))
+        if pattern.search(comment) is not None
+    }
+
+
+def _comments(
+    text: str, wanted: Callable[[str], bool] = lambda comment: "patchscope:" in comment
+) -> Iterable[tuple[int, int, str]]:
+    """``(line, 1-based column, text)`` of each comment token ``wanted`` accepts."""
     found = []
     try:
         for token in tokenize.generate_tokens(io.StringIO(text).readline):
-            if token.type == tokenize.COMMENT and "patchscope:" in token.string:
+            if token.type == tokenize.COMMENT and wanted(token.string):
                 found.append((token.start[0], token.start[1] + 1, token.string))
     except (tokenize.TokenError, SyntaxError):
         # A file the tokenizer rejects is a PS000 finding anyway; read its
         # comments line by line, from the first ``#`` before the marker.
         found = []
         for number, line in enumerate(text.splitlines(), 1):
-            match = _START.search(line)
-            if match is not None:
-                found.append((number, match.start() + 1, line[match.start() :]))
+            start = line.find("#")
+            if start >= 0 and wanted(line[start:]):
+                match = _START.search(line)
+                at = match.start() if match is not None else start
+                found.append((number, at + 1, line[at:]))
     return found
 
 

@@ -157,11 +157,16 @@ def parse(data: bytes, path: str) -> ast.Module:
         if rewritten:
             try:
                 return ast.parse("".join(lines), filename=path)
-            except SyntaxError:
-                pass
+            except SyntaxError as error:
+                # The rewrite got past the first error: the file's real
+                # obstacle is where the rewritten text stops (a nested-quote
+                # f-string after a ``type`` statement), not the construct
+                # that was rewritten.
+                first = error
         # Name a Python only for constructs on the line the parser stopped
         # at, so that a Python 2 file is not told to wait for 3.14.
-        line = text.splitlines()[first.lineno - 1] if first.lineno else ""
+        original = text.splitlines()
+        line = original[first.lineno - 1] if first.lineno and first.lineno <= len(original) else ""
         found = {f.name: f.since for f in _NEWER if f.pattern.search(line) is not None}
         raise SyntaxError(_explain(first, found), _location(first)) from None
 
