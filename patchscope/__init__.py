@@ -3,7 +3,8 @@
 ``redirect_attr`` rebinds a name (process-wide or only for the current thread
 or asyncio task), ``redirect_construction`` intercepts every construction of a
 class through any alias, ``combine`` and ``during`` group and attach redirects,
-and ``active()`` lists what is live. Every public object here is thread-safe;
+and ``active()`` lists what is live; ``redirect_attr(target, name, DELETE)``
+hides an attribute while active. Every public object here is thread-safe;
 see each docstring for its contract. ``import patchscope`` imports neither
 torch nor pytest nor hypothesis.
 
@@ -30,11 +31,13 @@ from ._errors import (
 from ._handles import Activation, ActivationGroup
 from ._redirect import Redirect, combine, during, redirect_attr
 from ._registry import active
+from ._resolve import ABSENT as DELETE
 
 __version__ = "0.1.0"
 
 __all__ = [
     "ACCELERATED",
+    "DELETE",
     "Activation",
     "ActivationGroup",
     "AttributeMissingError",

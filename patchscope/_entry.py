@@ -229,15 +229,16 @@ def enter_first(entries: dict[Any, Any], key: Any, act: Any, target: object) -> 
     name that is no dunder, process scope), where ``key`` has no entry (one
     left empty by an interrupted exit goes to the general path too).
     False, with nothing changed, where the attribute is absent or holds an
-    object of ours (the caller then takes the general path). Under the
+    object of ours, or the value is a deletion (the caller then takes the
+    general path). Under the
     registry lock.
     """
     if key in entries:
         return False
     name = key[1]
     raw = target.__dict__.get(name, ABSENT)
-    if raw is ABSENT or type(raw) in _OURS:
-        return False
+    if raw is ABSENT or type(raw) in _OURS or act._value is ABSENT:
+        return False  # ABSENT (patchscope.DELETE) is a deletion: the general path's _write
     redirect = act._redirect
     entry = redirect._spare
     if entry is None:

@@ -48,7 +48,7 @@ from ._registry import (
     section,
     undo_entered,
 )
-from ._resolve import ABSENT, check_name, describe, lookup_mro, resolve
+from ._resolve import ABSENT, ONE_PATH, check_name, describe, lookup_mro, resolve, split_path
 from ._slots import inherited_new
 
 _T = TypeVar("_T")
@@ -428,10 +428,22 @@ class PathAttrRedirect(AttrRedirect):
     __exit__ = _py_with_exit
 
 
+@overload
+def redirect_attr(
+    path: str, replacement: object, /, *, create: bool = ..., scope: str = ...
+) -> Redirect: ...
+
+
+@overload
+def redirect_attr(
+    target: object, name: str, replacement: object, *, create: bool = ..., scope: str = ...
+) -> Redirect: ...
+
+
 def redirect_attr(
     target: object,
-    name: str,
-    replacement: object,
+    name: Any,
+    replacement: object = ONE_PATH,
     *,
     create: bool = False,
     scope: str = "process",
@@ -439,10 +451,15 @@ def redirect_attr(
     """Redirect ``target.name`` to *replacement* while active.
 
     *target* is a module, class or instance, or a dotted import path resolved
-    (and imported) at each activation. The original raw value is restored by
-    identity when the last activation of ``(target, name)`` ends, whatever the
-    order of exits; an attribute that was inherited, served by a module
-    ``__getattr__`` or created (``create=True``) is deleted again.
+    (and imported) at each activation. ``redirect_attr("pkg.mod.name",
+    replacement)`` is ``redirect_attr("pkg.mod", "name", replacement)``, as
+    ``mock.patch("pkg.mod.name", replacement)`` splits its target. The
+    original raw value is restored by identity when the last activation of
+    ``(target, name)`` ends, whatever the order of exits; an attribute that was
+    inherited, served by a module ``__getattr__`` or created (``create=True``)
+    is deleted again. A *replacement* of :data:`patchscope.DELETE` hides the
+    attribute while active (reads raise ``AttributeError``), like
+    ``monkeypatch.delattr``.
 
     ``scope="process"`` rebinds the attribute for every thread (like
     ``mock.patch``, with exact restoration). ``scope="context"`` makes the
@@ -456,6 +473,9 @@ def redirect_attr(
     Thread safety: activations may be entered and ended from any threads in any
     order; all bookkeeping is under one lock. Nothing changes if entry fails.
     """
+    if replacement is ONE_PATH:
+        replacement = name
+        target, name = split_path(target, replacement)
     if type(name) is not str or name not in _checked_names:
         _checked_names.add(check_name(name))
     if scope != "process" and scope != "context":
