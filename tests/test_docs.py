@@ -1,4 +1,4 @@
-"""The documentation matches the code: its lint example is real, and every public name is in it."""
+"""The documentation matches the code: its examples run, and every public name is in it."""
 
 from __future__ import annotations
 
@@ -19,6 +19,11 @@ ROOT = Path(__file__).parent.parent
 DOCS = ROOT / "docs"
 # The package under test, which need not be the checkout's (an installed wheel).
 PACKAGE = Path(patchscope.__file__).parent
+
+pytest_plugins = ["pytester"]
+
+#: Pages whose every ```python block is an example the suite runs.
+RUNNABLE_PAGES = ["migration.md", "concepts/choosing-a-scope.md"]
 
 
 def _page(name: str) -> str:
@@ -97,3 +102,39 @@ def test_lint_page_documents_every_rule_and_setting() -> None:
     text = _page("lint.md")
     assert [code for code in SUMMARIES if f"| {code} |" not in text] == []
     assert [key for key in KEYS if f"| `{key}` |" not in text] == []
+
+
+def _examples(page: str) -> list[str]:
+    return re.findall(r"^```python\n(.*?)^```$", _page(page), re.S | re.M)
+
+
+def _example_params(test_files: bool) -> list[pytest.param]:  # type: ignore[valid-type]
+    """One param per block of the runnable pages: test files (``def test_``) or scripts."""
+    params = []
+    for page in RUNNABLE_PAGES:
+        for number, code in enumerate(_examples(page), 1):
+            if ("\ndef test_" in f"\n{code}") is test_files:
+                params.append(pytest.param(code, id=f"{page}-{number}"))
+    return params
+
+
+def test_runnable_pages_have_examples() -> None:
+    """Each runnable page holds examples of both kinds the suite runs (a guard on the regex)."""
+    assert all(_examples(page) for page in RUNNABLE_PAGES)
+    assert _example_params(test_files=False) and _example_params(test_files=True)
+
+
+@pytest.mark.parametrize("code", _example_params(test_files=False))
+def test_page_example_runs(code: str) -> None:
+    """A script example of the docs runs to its end (its asserts hold) and leaves nothing live."""
+    exec(compile(code, "<docs example>", "exec"), {"__name__": "docs_example"})
+    assert patchscope.active() == ()
+
+
+@pytest.mark.parametrize("code", _example_params(test_files=True))
+def test_page_test_file_example_passes(code: str, pytester: pytest.Pytester) -> None:
+    """A test-file example of the docs passes under pytest with the plugin, every test in it."""
+    pytester.makepyfile(test_example=code)
+    result = pytester.runpytest_inprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=len(re.findall(r"^def test_", code, re.M)))
+    assert patchscope.active() == ()
