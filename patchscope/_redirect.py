@@ -6,7 +6,8 @@ call or :meth:`Redirect.start` creates its own handle (an
 ``with`` blocks find their handle again by the frame of their ``with``
 statement (see ``_pairing``), so the same object works nested, recursively,
 from many threads, asyncio tasks and suspended generators (``mock.patch``
-keeps that state on the patcher and breaks; ANCHORS).
+keeps that state on the patcher: the same patcher entered twice at once leaks
+its patch, or raises "Patch is already started" on newer CPython).
 
 Single-attribute redirects (``redirect_attr``, ``redirect_construction``,
 ``during``) keep their fields in :class:`RedirectCore`, groups
