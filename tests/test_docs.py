@@ -138,3 +138,47 @@ def test_page_test_file_example_passes(code: str, pytester: pytest.Pytester) -> 
     result = pytester.runpytest_inprocess("-p", "no:cacheprovider")
     result.assert_outcomes(passed=len(re.findall(r"^def test_", code, re.M)))
     assert patchscope.active() == ()
+
+
+def _sphinx_options(command: str) -> list[str]:
+    """The options and source directory of a ``python -m sphinx`` command (no output dir)."""
+    words = command.replace("\\\n", " ").split()
+    start = words.index("sphinx") + 1
+    return words[start:-1]
+
+
+def test_read_the_docs_builds_as_ci_does() -> None:
+    """.readthedocs.yaml installs with the constraints and runs the docs build of .ci/run."""
+    rtd, ci = ROOT / ".readthedocs.yaml", ROOT / ".ci" / "run"
+    if not rtd.exists() or not ci.exists():
+        pytest.skip("an installed copy without the repository's build files")
+    config, script = rtd.read_text(), ci.read_text()
+    ci_build = re.search(r"-m sphinx (.*?docs-html\")", script, re.S)
+    rtd_build = re.search(r"- python -m sphinx (.*)", config)
+    assert ci_build is not None and rtd_build is not None
+    assert _sphinx_options("sphinx " + rtd_build.group(1)) == _sphinx_options(
+        "sphinx " + ci_build.group(1)
+    )
+    assert "pip install -q -c constraints.txt -e '.[docs]'" in config
+    assert "pip install -q -c constraints.txt -e '.[docs]'" in script
+    assert 'python: "3.11"' in config and "docs_version=3.11" in script
+
+
+def test_readme_and_changelog_links_are_absolute() -> None:
+    """Links in README.md and CHANGELOG.md work on the package index's page (no relative paths)."""
+    pages = [ROOT / name for name in ("README.md", "CHANGELOG.md") if (ROOT / name).exists()]
+    if not pages:
+        pytest.skip("an installed copy without the repository's README and changelog")
+    for page in pages:
+        links = re.findall(r"\]\(([^)]*)\)", page.read_text())
+        assert links
+        assert [link for link in links if not link.startswith("https://")] == []
+
+
+def test_project_urls_point_at_the_repository_and_the_docs() -> None:
+    """setup.cfg's project_urls name the repository and the hosted docs the README links to."""
+    setup = (ROOT / "setup.cfg").read_text()
+    readme = (ROOT / "README.md").read_text()
+    for url in ("https://github.com/patchscope/patchscope", "https://patchscope.readthedocs.io/"):
+        assert url in setup and url in readme
+    assert "project_urls =" in setup
