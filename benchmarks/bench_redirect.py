@@ -22,6 +22,8 @@ N = 100_000
 REPEAT = 7
 
 mod = types.ModuleType("bench_target")
+# Importable, for the forms that take one dotted string ("bench_target.func").
+sys.modules[mod.__name__] = mod
 
 
 def _original() -> int:
@@ -262,6 +264,35 @@ def monkeypatch() -> None:
         mp.setattr(mod, "func", _replacement)
 
 
+def ps_dotted() -> None:
+    with patchscope.redirect_attr("bench_target.func", _replacement):
+        pass
+
+
+def mock_patch_dotted() -> None:
+    with unittest.mock.patch("bench_target.func", _replacement):
+        pass
+
+
+def monkeypatch_dotted() -> None:
+    import pytest
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr("bench_target.func", _replacement)
+
+
+def ps_delete() -> None:
+    with patchscope.redirect_attr(mod, "func", patchscope.DELETE):
+        pass
+
+
+def monkeypatch_delattr() -> None:
+    import pytest
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.delattr(mod, "func")
+
+
 def _construction_rows() -> list[tuple[str, float, float]]:
     """(case, undecorated ns, decorated ns) for class construction."""
     rows = []
@@ -386,6 +417,11 @@ def enter_exit_rows() -> list[tuple[str, float]]:
         ("patchscope combine of 6, context", per_op(ps_group_context, N // 5)),
         ("unittest.mock.patch.object", per_op(mock_patch, N // 5)),
         ("pytest MonkeyPatch.context", per_op(monkeypatch, N // 5)),
+        ('patchscope redirect_attr("mod.name", v)', per_op(ps_dotted, N // 5)),
+        ('unittest.mock.patch("mod.name", v)', per_op(mock_patch_dotted, N // 5)),
+        ('MonkeyPatch.context, setattr("mod.name", v)', per_op(monkeypatch_dotted, N // 5)),
+        ("patchscope redirect_attr(mod, name, DELETE)", per_op(ps_delete, N // 5)),
+        ("MonkeyPatch.context, delattr(mod, name)", per_op(monkeypatch_delattr, N // 5)),
     ]
 
 
@@ -425,6 +461,12 @@ def main() -> None:
             f"{other} / patchscope inline: "
             f"{table[other] / table['patchscope process, inline redirect_attr(...)']:.2f}x"
         )
+    for other, ours in (
+        ('unittest.mock.patch("mod.name", v)', 'patchscope redirect_attr("mod.name", v)'),
+        ('MonkeyPatch.context, setattr("mod.name", v)', 'patchscope redirect_attr("mod.name", v)'),
+        ("MonkeyPatch.context, delattr(mod, name)", "patchscope redirect_attr(mod, name, DELETE)"),
+    ):
+        print(f"{other} / {ours}: {table[other] / table[ours]:.2f}x")
     print()
     print("construction, class decorated with a redirect (active during __init__)")
     print(f"{'case':44} {'plain ns':>9} {'decor ns':>9} {'ratio':>7}")

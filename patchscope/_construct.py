@@ -1,7 +1,8 @@
 """redirect_construction: every construction of a class, through any name.
 
 Rebinding ``torch.cuda.Event`` does not reach ``from torch.cuda import Event``,
-``torch.cuda.streams.Event`` or references stored elsewhere (ANCHORS). The
+``torch.cuda.streams.Event`` or references stored elsewhere: each is its own
+binding of the class, which a ``setattr`` on ``torch.cuda`` leaves alone. The
 class object itself is the one thing every alias shares, so the class's own
 ``__new__`` is replaced by one shared dispatcher per class (see ``_slots``)
 while any construction redirect of it is live. The dispatcher asks, per

@@ -1,8 +1,9 @@
 """Decorator forms: functions, coroutines, generators, classes, raw class attributes.
 
 Each call of a decorated callable is a fresh activation, so recursion and
-concurrent calls are independent (``mock.patch`` shares one patcher state and
-breaks; ANCHORS). Generators and async generators are activated only while
+concurrent calls are independent (``mock.patch`` shares one patcher state, so
+a decorated function run concurrently or recursively leaks the patch or
+raises). Generators and async generators are activated only while
 their own code runs: the caller never sees the redirect between items
 (``mock.patch`` is already gone before the body runs; cpython gh-88893).
 A function (plain, generator, coroutine, async generator; so also a class's
@@ -364,8 +365,9 @@ def wrap_raw(redirect: Redirect, raw: Any) -> Any:
 def _decorate_class(redirect: Redirect, cls: type) -> type:
     """Activate *redirect* during the class's effective ``__init__``; same class back.
 
-    The wrapper goes into the class's own ``__dict__`` (decorating the class
-    object itself would replace it and break pickling; ANCHORS), so subclasses
+    The wrapper goes into the class's own ``__dict__`` (a wrapper in place of
+    the class object would fail pickle's identity check, "not the same
+    object", for the class's instances), so subclasses
     reaching this ``__init__`` are covered and the class keeps its identity.
     """
     name = "__init__"
@@ -374,8 +376,8 @@ def _decorate_class(redirect: Redirect, cls: type) -> type:
         raw = lookup_mro(cls, "__init__")
         new = lookup_mro(cls, "__new__")
         if raw is OBJECT_INIT and new is not OBJECT_NEW:
-            # Construction happens in __new__ (ANCHORS: a class that defines
-            # only __new__ needs __new__ wrapped; it binds as a staticmethod).
+            # Construction happens in __new__: a class that defines only
+            # __new__ needs __new__ wrapped, and __new__ binds as a staticmethod.
             name, raw = "__new__", new
             if not isinstance(raw, staticmethod):
                 raw = staticmethod(raw)  # type: ignore[arg-type]
@@ -389,9 +391,9 @@ def _object_init_for(cls: type) -> Callable[..., None]:
     """A Python stand-in for ``object.__init__`` that keeps ``inspect.signature(cls)``.
 
     Wrapping the slot wrapper itself would change the class's signature (and
-    raise on 3.11; ANCHORS), and once a class has its own ``__init__``,
-    ``object.__init__`` rejects extra arguments, so check them here exactly
-    as ``type.__call__`` would have.
+    make ``inspect.signature(cls)`` raise on 3.11), and once a class has its
+    own ``__init__``, ``object.__init__`` rejects extra arguments, so check
+    them here exactly as ``type.__call__`` would have.
     """
     try:
         shown: inspect.Signature | None = inspect.signature(cls)

@@ -6,8 +6,8 @@ call or :meth:`Redirect.start` creates its own handle (an
 ``with`` blocks find their handle again by the frame of their ``with``
 statement (see ``_pairing``), so the same object works nested, recursively,
 from many threads, asyncio tasks and suspended generators (``mock.patch``
-keeps that state on the patcher, so concurrent or recursive use of one
-patcher breaks).
+keeps that state on the patcher: the same patcher entered twice at once leaks
+its patch, or raises "Patch is already started" on newer CPython).
 
 This module holds the public base class and ``redirect_attr``. Single-attribute
 redirects (``redirect_attr`` here, ``redirect_construction`` in
@@ -43,7 +43,7 @@ from ._registry import (
     section,
     undo_entered,
 )
-from ._resolve import check_name, describe, resolve
+from ._resolve import ONE_PATH, check_name, describe, resolve, split_path
 from ._slots import inherited_new
 
 _T = TypeVar("_T")
@@ -318,10 +318,22 @@ class PathAttrRedirect(AttrRedirect):
     __exit__ = _py_with_exit
 
 
+@overload
+def redirect_attr(
+    path: str, replacement: object, /, *, create: bool = ..., scope: str = ...
+) -> Redirect: ...
+
+
+@overload
+def redirect_attr(
+    target: object, name: str, replacement: object, *, create: bool = ..., scope: str = ...
+) -> Redirect: ...
+
+
 def redirect_attr(
     target: object,
-    name: str,
-    replacement: object,
+    name: Any,
+    replacement: object = ONE_PATH,
     *,
     create: bool = False,
     scope: str = "process",
@@ -329,10 +341,15 @@ def redirect_attr(
     """Redirect ``target.name`` to *replacement* while active.
 
     *target* is a module, class or instance, or a dotted import path resolved
-    (and imported) at each activation. The original raw value is restored by
-    identity when the last activation of ``(target, name)`` ends, whatever the
-    order of exits; an attribute that was inherited, served by a module
-    ``__getattr__`` or created (``create=True``) is deleted again.
+    (and imported) at each activation. ``redirect_attr("pkg.mod.name",
+    replacement)`` is ``redirect_attr("pkg.mod", "name", replacement)``, as
+    ``mock.patch("pkg.mod.name", replacement)`` splits its target. The
+    original raw value is restored by identity when the last activation of
+    ``(target, name)`` ends, whatever the order of exits; an attribute that was
+    inherited, served by a module ``__getattr__`` or created (``create=True``)
+    is deleted again. A *replacement* of :data:`patchscope.DELETE` hides the
+    attribute while active (reads raise ``AttributeError``), like
+    ``monkeypatch.delattr``.
 
     ``scope="process"`` rebinds the attribute for every thread (like
     ``mock.patch``, with exact restoration). ``scope="context"`` makes the
@@ -346,6 +363,9 @@ def redirect_attr(
     Thread safety: activations may be entered and ended from any threads in any
     order; all bookkeeping is under one lock. Nothing changes if entry fails.
     """
+    if replacement is ONE_PATH:
+        replacement = name
+        target, name = split_path(target, replacement)
     name = check_name(name)
     if scope != "process" and scope != "context":
         check_scope(scope)

@@ -28,6 +28,18 @@ class _Absent(enum.Enum):
 ABSENT: Final = _Absent.ABSENT
 
 
+class _OnePath(enum.Enum):
+    """Typed marker for "``redirect_attr`` was given one dotted path, not a target and a name"."""
+
+    ONE_PATH = "ONE_PATH"
+
+    def __repr__(self) -> str:
+        return "<one dotted path>"
+
+
+ONE_PATH: Final = _OnePath.ONE_PATH
+
+
 # How an attribute is restored when the last activation ends (the records
 # keep these plain ints; see _entry).
 #: the raw value was in ``vars(target)``: write it back by identity
@@ -74,6 +86,30 @@ def check_name(name: object) -> str:
             "dotted paths go in the target (redirect_attr('pkg.mod', 'name', ...))"
         )
     return name
+
+
+def split_path(path: object, replacement: object) -> tuple[str, str]:
+    """``redirect_attr(path, replacement)``'s *path* as (owner path, attribute name).
+
+    As ``mock.patch("pkg.mod.name")`` splits it: the last component is the
+    attribute, the rest is resolved (and imported) at each activation by
+    :func:`resolve`. Raises naming what was passed; nothing is imported here.
+    """
+    if not isinstance(path, str):
+        raise TypeError(
+            f"redirect_attr({describe(path)}, {replacement!r}) has no value to install: pass "
+            "redirect_attr(target, name, replacement), or one dotted string and the "
+            "replacement, redirect_attr('pkg.mod.name', replacement)"
+        )
+    owner, _, name = path.rpartition(".")
+    parts = path.split(".")
+    if len(parts) < 2 or not all(p.isidentifier() and not keyword.iskeyword(p) for p in parts):
+        raise ValueError(
+            f"redirect_attr({path!r}, replacement): a single target must be a dotted path "
+            "'module.name' of identifiers (e.g. 'os.getcwd'); or pass the target and the "
+            "name apart: redirect_attr(target, name, replacement)"
+        )
+    return owner, name
 
 
 def resolve(target: object) -> object:

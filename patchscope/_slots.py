@@ -71,6 +71,8 @@ class _PyModuleSlot:
     def __get__(self, instance: object, owner: type | None = None) -> Any:
         for act in reversed(self.var.get()):
             if act._slot is self and act.open:
+                if act._value is ABSENT:  # patchscope.DELETE: this context sees no attribute
+                    raise AttributeError(self.name)
                 return act._value
         try:
             return self.dict[self.name]

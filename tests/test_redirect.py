@@ -1,4 +1,4 @@
-"""redirect_attr: restoration by identity for every target kind, errors, active()."""
+"""redirect_attr: restoration by identity for every target kind, errors, dotted strings, DELETE."""
 
 from __future__ import annotations
 
@@ -7,9 +7,11 @@ import sys
 import types
 import unittest.mock
 import warnings
+from collections.abc import Iterator
 
 import pytest
 from _targets import FACTORIES, Case
+from _threads import in_other_thread
 
 import patchscope
 from patchscope import (
@@ -17,8 +19,10 @@ from patchscope import (
     PatchscopeError,
     RedirectConflictWarning,
     TargetNotWritableError,
+    TargetResolutionError,
     redirect_attr,
 )
+from patchscope.testing import RedirectFixture
 
 KINDS = sorted(FACTORIES)
 
@@ -399,3 +403,204 @@ def test_conflict_warning_points_at_the_users_line() -> None:
     found = [(w.filename, w.lineno) for w in caught if w.category is RedirectConflictWarning]
     assert found == [(__file__, line_with), (__file__, line_stop)]
     assert mod.value == "orig"
+
+
+# ---------------------------------------------------------------------------
+# One dotted string: redirect_attr("pkg.mod.name", replacement)
+
+
+@pytest.fixture
+def importable() -> Iterator[types.ModuleType]:
+    """A fresh module importable as ``ps_dotted_target``, with ``value = 1``."""
+    module = types.ModuleType("ps_dotted_target")
+    module.value = 1  # type: ignore[attr-defined]
+    sys.modules[module.__name__] = module
+    try:
+        yield module
+    finally:
+        del sys.modules[module.__name__]
+
+
+@pytest.mark.parametrize("scope", ["process", "context"])
+def test_one_dotted_string_is_target_and_name(
+    importable: types.ModuleType, scope: str
+) -> None:
+    """redirect_attr("mod.name", v) splits at the last dot, as mock.patch does, in either scope."""
+    r = redirect_attr("ps_dotted_target.value", 2, scope=scope)
+    assert repr(r) == f"redirect_attr(ps_dotted_target, 'value', 2, scope={scope!r})"
+    with r as value:
+        assert value == 2 and importable.value == 2  # type: ignore[attr-defined]
+    assert vars(importable)["value"] == 1
+
+
+def test_one_dotted_string_resolves_at_each_activation(importable: types.ModuleType) -> None:
+    """The owner is imported when the redirect is entered, not when it is made."""
+    r = redirect_attr("ps_dotted_target.value", 2)
+    replacement_module = types.ModuleType("ps_dotted_target")
+    replacement_module.value = 1  # type: ignore[attr-defined]
+    sys.modules["ps_dotted_target"] = replacement_module
+    with r:
+        assert replacement_module.value == 2  # type: ignore[attr-defined]
+        assert importable.value == 1  # type: ignore[attr-defined]
+    assert replacement_module.value == 1  # type: ignore[attr-defined]
+
+
+def test_one_dotted_string_walks_attributes_after_the_module() -> None:
+    """A path through a class, as mock.patch("pkg.mod.Class.method") takes it, is restored."""
+    import json.decoder
+
+    original = vars(json.decoder.JSONDecoder)["decode"]
+    with redirect_attr("json.decoder.JSONDecoder.decode", "x", create=False):
+        assert json.decoder.JSONDecoder.decode == "x"
+    assert vars(json.decoder.JSONDecoder)["decode"] is original
+
+
+def test_one_dotted_string_takes_create_for_a_missing_name(importable: types.ModuleType) -> None:
+    """A missing last component is AttributeMissingError naming it, unless create=True."""
+    with pytest.raises(AttributeMissingError, match=r"'missing'.*create=True"):
+        with redirect_attr("ps_dotted_target.missing", 2):
+            pass
+    with redirect_attr("ps_dotted_target.missing", 2, create=True):
+        assert importable.missing == 2  # type: ignore[attr-defined]
+    assert "missing" not in vars(importable)
+
+
+@pytest.mark.parametrize(
+    ("path", "error", "match"),
+    [
+        ("no_such_pkg_xyz.name", TargetResolutionError, "no_such_pkg_xyz"),
+        ("json.nope.name", TargetResolutionError, r"'json\.nope'.*'nope'"),
+    ],
+)
+def test_one_dotted_string_that_does_not_resolve_names_it(
+    path: str, error: type[Exception], match: str
+) -> None:
+    """An owner that does not import or has no such attribute is an error naming the path."""
+    r = redirect_attr(path, 1)
+    with pytest.raises(error, match=match):
+        with r:
+            pass
+    assert patchscope.active() == ()
+
+
+@pytest.mark.parametrize(
+    ("path", "error", "match"),
+    [
+        ("json", ValueError, r"'json'.*dotted path 'module\.name'"),
+        (".dumps", ValueError, r"'\.dumps'.*dotted path"),
+        ("json.", ValueError, r"'json\.'.*dotted path"),
+        ("json.1x", ValueError, r"'json\.1x'.*dotted path"),
+        ("json.class", ValueError, r"'json\.class'.*dotted path"),
+        (sys, TypeError, r"<module 'sys'>.*redirect_attr\('pkg\.mod\.name', replacement\)"),
+    ],
+)
+def test_malformed_one_dotted_string_is_refused_at_the_call(
+    path: object, error: type[Exception], match: str
+) -> None:
+    """A path without a module and a name, or not a string, fails at once, saying how to fix it."""
+    with pytest.raises(error, match=match):
+        redirect_attr(path, 1)  # type: ignore[call-overload]
+
+
+def test_one_dotted_string_and_path_with_name_agree(importable: types.ModuleType) -> None:
+    """The one-string form makes the redirect the path-and-name form makes."""
+    one = redirect_attr("ps_dotted_target.value", 2, scope="context")
+    two = redirect_attr("ps_dotted_target", "value", 2, scope="context")
+    assert type(one) is type(two) and repr(one) == repr(two)
+    with one, two:
+        assert [(a.name, a.scope) for a in patchscope.active()] == [("value", "context")] * 2
+
+
+# ---------------------------------------------------------------------------
+# patchscope.DELETE: hiding an attribute for a scope
+
+
+def test_delete_is_the_testing_absent_marker() -> None:
+    """patchscope.DELETE and patchscope.testing.ABSENT are one object."""
+    import patchscope.testing
+
+    assert patchscope.DELETE is patchscope.testing.ABSENT
+
+
+def test_delete_hides_a_module_attribute_in_process_scope() -> None:
+    """Every thread sees no attribute while active; the raw original is back by identity."""
+    module = types.ModuleType("m")
+    original = object()
+    module.name = original  # type: ignore[attr-defined]
+    with redirect_attr(module, "name", patchscope.DELETE) as value:
+        assert value is patchscope.DELETE
+        assert not hasattr(module, "name")
+        assert in_other_thread(lambda: hasattr(module, "name")) is False
+        with pytest.raises(AttributeError, match="'name'"):
+            module.name  # type: ignore[attr-defined]  # noqa: B018
+    assert vars(module)["name"] is original
+
+
+def test_delete_hides_a_module_attribute_in_context_scope_only() -> None:
+    """Only the activating context sees no attribute; another thread reads the original."""
+    module = types.ModuleType("m")
+    original = object()
+    module.name = original  # type: ignore[attr-defined]
+    with redirect_attr(module, "name", patchscope.DELETE, scope="context"):
+        assert not hasattr(module, "name")
+        with pytest.raises(AttributeError, match="'name'"):
+            module.name  # type: ignore[attr-defined]  # noqa: B018
+        assert in_other_thread(lambda: getattr(module, "name", None)) is original
+    assert module.name is original  # type: ignore[attr-defined]
+    assert type(module) is types.ModuleType
+
+
+@pytest.mark.parametrize("scope", ["process", "context"])
+def test_delete_hides_a_class_attribute(scope: str) -> None:
+    """A class's own attribute is gone from the class and its instances while active."""
+
+    class C:
+        flag = True
+
+    with redirect_attr(C, "flag", patchscope.DELETE, scope=scope):
+        assert not hasattr(C, "flag") and not hasattr(C(), "flag")
+        assert in_other_thread(lambda: hasattr(C, "flag")) is (scope == "context")
+    assert vars(C)["flag"] is True
+
+
+def test_delete_of_a_missing_attribute_needs_create() -> None:
+    """Hiding a name that does not exist is AttributeMissingError, as monkeypatch.delattr raises."""
+    module = types.ModuleType("m")
+    with pytest.raises(AttributeMissingError, match="'absent_name'"):
+        with redirect_attr(module, "absent_name", patchscope.DELETE):
+            pass
+    with redirect_attr(module, "absent_name", patchscope.DELETE, create=True):
+        assert not hasattr(module, "absent_name")
+    assert vars(module).keys() == types.ModuleType("m").__dict__.keys()
+
+
+def test_delete_with_one_dotted_string(importable: types.ModuleType) -> None:
+    """redirect_attr("mod.name", DELETE) hides it, like monkeypatch.delattr("mod.name")."""
+    with redirect_attr("ps_dotted_target.value", patchscope.DELETE):
+        assert not hasattr(importable, "value")
+    assert importable.value == 1  # type: ignore[attr-defined]
+
+
+def test_delete_nested_under_a_replacement_restores_both() -> None:
+    """A deletion inside a replacement, ended out of order, leaves the original."""
+    module = types.ModuleType("m")
+    module.name = 1  # type: ignore[attr-defined]
+    outer = redirect_attr(module, "name", 2).start()
+    inner = redirect_attr(module, "name", patchscope.DELETE).start()
+    assert not hasattr(module, "name")
+    outer.stop()
+    assert not hasattr(module, "name")
+    inner.stop()
+    assert module.name == 1  # type: ignore[attr-defined]
+
+
+def test_fixture_attr_takes_delete(redirect: RedirectFixture, importable: types.ModuleType) -> None:
+    """The pytest fixture hides an attribute until teardown, in both call forms."""
+    redirect.attr("ps_dotted_target.value", patchscope.DELETE)
+    assert not hasattr(importable, "value")
+    redirect.undo()
+    assert importable.value == 1  # type: ignore[attr-defined]
+    redirect.attr(importable, "value", patchscope.DELETE, scope="context")
+    assert not hasattr(importable, "value")
+    redirect.undo()
+    assert importable.value == 1  # type: ignore[attr-defined]

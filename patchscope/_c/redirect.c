@@ -430,6 +430,9 @@ factory_vectorcall(FactoryObject *self, PyObject *const *args, size_t nargsf, Py
         }
         *slot = value;
     }
+    if (replacement == NULL && target != NULL && name != NULL)
+        /* redirect_attr("pkg.mod.name", replacement): the twin splits the path. */
+        return PyObject_Vectorcall(self->reference, args, nargsf, kwnames);
     if (target == NULL || name == NULL || replacement == NULL) {
         PyErr_SetString(PyExc_TypeError,
                         "redirect_attr() missing required arguments: target, name, replacement");

@@ -116,6 +116,12 @@ mslot_get(ModuleSlotObject *self, PyObject *instance, PyObject *owner)
     PyObject *value;
     if (context_value(self->var, (PyObject *)self, &value) < 0)
         return NULL;
+    if (value == ABSENT) {
+        /* patchscope.DELETE: this context sees no attribute. */
+        Py_DECREF(value);
+        PyErr_SetObject(PyExc_AttributeError, self->name);
+        return NULL;
+    }
     if (value != NULL)
         return value;
     value = PyDict_GetItemWithError(self->dict, self->name);

@@ -81,6 +81,8 @@ class RedirectFixture:
         ``attr("pkg.mod", "name", value)``, like ``mocker.patch("os.getcwd")``
         and ``monkeypatch.setattr("os.getcwd", value)``: the module is
         imported, and a missing attribute is an error unless ``create=True``.
+        A *value* of :data:`patchscope.DELETE` hides the attribute until
+        teardown, like ``monkeypatch.delattr``.
         """
         if value is _NOTSET:
             value = name
