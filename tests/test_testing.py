@@ -722,5 +722,15 @@ def test_other_changes_from_none_are_still_changes() -> None:
     assert found == [("patched", "changed"), ("other_name", "added")]
     mod.first_use()
     after = snapshot(mod)
-    mod.cache = None  # type: ignore[attr-defined]  # going back is a change
-    assert [d.name for d in after.diff()] == ["cache"]
+    mod.cache = "other"  # type: ignore[attr-defined]  # from one value to another
+    mod.patched = None  # type: ignore[attr-defined]  # a global its code never assigns
+    assert [d.name for d in after.diff()] == ["cache", "patched"]
+
+
+def test_a_first_use_cache_cleared_back_to_none_is_unchanged() -> None:
+    """A global the module's own code assigns, going from a value back to None, is no change."""
+    mod = _lazy_module()
+    mod.first_use()
+    snap = snapshot(mod)
+    mod.cache = None  # type: ignore[attr-defined]  # the cache cleared
+    assert snap.diff() == []

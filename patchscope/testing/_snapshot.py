@@ -15,9 +15,9 @@ method rebound to an equal bound method (the same ``__self__`` and the same
 A module's own lazy state is not a difference either (see
 :func:`_lazy_state`): a global going from None (or absent) to the module of
 its own name in ``sys.modules`` (``global parser; from dateutil import
-parser`` inside a function), or from None (or absent) to any value when one
-of the module's own functions assigns that global (a first-use cache such as
-``tempfile.tempdir``).
+parser`` inside a function), or, when one of the module's own functions
+assigns that global, from None (or absent) to any value or from a value back
+to None (a first-use cache such as ``tempfile.tempdir``, filled or cleared).
 """
 
 from __future__ import annotations
@@ -134,19 +134,21 @@ def _globals_written(module: types.ModuleType) -> frozenset[str]:
 def _lazy_state(obj: object, name: str, old: object, new: object) -> bool:
     """True if ``obj.name`` going from *old* to *new* is the module's own lazy state.
 
-    Only a module global that was None or absent qualifies. It is lazy state
-    when the new value is the module of its own name in ``sys.modules`` (a
-    lazy import: ``global parser; from dateutil import parser``), or when one
-    of the module's own functions assigns or deletes that global through a
-    ``global`` statement (a first-use cache: ``tempfile.gettempdir()`` sets
-    ``tempfile.tempdir``). A patch that sets such a global from None is not
-    seen.
+    Only a module global qualifies. It is lazy state when it goes from None
+    or absent to the module of its own name in ``sys.modules`` (a lazy
+    import: ``global parser; from dateutil import parser``), or when one of
+    the module's own functions assigns or deletes that global through a
+    ``global`` statement and it goes from None or absent to a value, or from
+    a value back to None (a first-use cache, filled or cleared:
+    ``tempfile.gettempdir()`` sets ``tempfile.tempdir``). A patch that makes
+    such a change is not seen.
     """
-    if not isinstance(obj, types.ModuleType) or (old is not None and old is not ABSENT):
+    if not isinstance(obj, types.ModuleType):
         return False
-    if new is None or new is ABSENT:
+    unset, reset = old is None or old is ABSENT, new is None and old is not ABSENT
+    if unset == reset:  # neither filled nor cleared (or None to None)
         return False
-    if isinstance(new, types.ModuleType):
+    if unset and isinstance(new, types.ModuleType):
         full = vars(new).get("__name__")
         if (
             isinstance(full, str)
@@ -260,8 +262,9 @@ class Snapshot:
         frozensets of those), or to an equal bound method, counts as
         unchanged, and so does a module's own lazy state (a module global
         going from None or absent to the module of its own name in
-        ``sys.modules``, or to a value when the module's own code assigns that
-        global with a ``global`` statement). Per object, changed and removed
+        ``sys.modules``, or, when the module's own code assigns that global
+        with a ``global`` statement, from None or absent to a value or from a
+        value back to None). Per object, changed and removed
         names come first in recorded order, then added names in current
         order.
         """
