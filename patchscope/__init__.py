@@ -58,15 +58,19 @@ _LAZY = {
 
 
 def __getattr__(name: str) -> Any:
-    """Import a public name's module on first access, then keep the name here."""
-    module = _LAZY.get(name)
-    if module is None:
+    """Import the public names on the first access to any of them, then keep them here.
+
+    All at once, so that the module's namespace changes once (usually while
+    the first importer imports), not name by name while a program runs.
+    """
+    if name not in _LAZY:
         raise AttributeError(f"module 'patchscope' has no attribute {name!r}")
     import importlib
 
-    value = getattr(importlib.import_module(module, __name__), name)
-    globals()[name] = value
-    return value
+    namespace = globals()
+    for public, module in _LAZY.items():
+        namespace[public] = getattr(importlib.import_module(module, __name__), public)
+    return namespace[name]
 
 
 def __dir__() -> list[str]:
