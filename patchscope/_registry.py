@@ -235,7 +235,7 @@ def after(act: Any, entered: bool, conflict: object, error: BaseException | None
 
 #: The modules whose frames lie between a user's ``with`` or ``stop()`` and a warning.
 CORE_MODULES = frozenset(
-    f"patchscope.{name}"
+    f"{__package__}.{name}"
     for name in ("_registry", "_handles", "_redirect", "_construct", "_decorate", "_pairing")
 )
 
