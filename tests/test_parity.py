@@ -640,6 +640,22 @@ class ParityMachine(RuleBasedStateMachine):
 
         self._both(do)
 
+    @rule(pair=handles, delete=st.booleans())
+    def intrude_on(self, pair: tuple[Any, ...], delete: bool) -> None:
+        """Someone else rebinds or deletes what a handle redirects (a conflict, if it is live)."""
+
+        def do(w: World) -> None:
+            handle = pair[self.worlds.index(w)]
+            if handle is None or not handle.activations:
+                return
+            act = handle.activations[-1]
+            if delete:
+                delattr(act.target, act.name)
+            else:
+                setattr(act.target, act.name, w.token(f"intruder on {act.name}"))
+
+        self._both(do)
+
     @rule(locked=st.booleans())
     def lock(self, locked: bool) -> None:
         """The fussy object starts (or stops) refusing writes and deletes."""
