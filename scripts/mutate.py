@@ -21,9 +21,10 @@ is not counted.
 
 How it runs: the project (without its virtual environment and caches) is
 copied to a temporary directory, once per job; the real tree is never written,
-so an interrupted run leaves it as it was. The suite runs once in the first
-copy under ``coverage``, one context per test, to learn which tests execute
-each line of the mutated modules. Each mutant is then written into a copy and
+so an interrupted run leaves it as it was (and reports the mutants it
+finished). The suite runs once in the first copy under ``coverage``, one
+context per test, to learn which tests execute each line of the mutated
+modules. Each mutant is then written into a copy and
 only those tests run against it (``-x``, fastest first), with the copy first
 on ``PYTHONPATH`` and ``PATCHSCOPE_PURE_PYTHON=1``; a check in the test run
 refuses to go on unless the package is imported from the copy. A line that
@@ -616,7 +617,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="mutate-") as tmp:
         try:
             return _run_all(args, root, modules, tests, mutants, counts, jobs, Path(tmp))
-        except KeyboardInterrupt:
+        except KeyboardInterrupt:  # during the coverage run
             _kill_live()
             print("mutate: interrupted; the project is unchanged", file=sys.stderr)
             return 130
@@ -661,23 +662,34 @@ def _run_all(
                 run_mutant(m, copy_dir, args.package, selected, durations)
             finally:
                 free.put(copy_dir)
+            if stop.is_set():
+                m.status = ""  # its test run was cut short by the interrupt
+                return
         with lock:
             done += 1
             if m.status not in ("killed", "timeout") or done % 25 == 0:
                 print(f"[{done}/{len(mutants)}] {m.status}: {m.where} {m.description}", flush=True)
 
     start = time.perf_counter()
+    interrupted = False
     with ThreadPoolExecutor(jobs) as pool:
         futures = [pool.submit(work, m) for m in mutants]
         try:
             for future in futures:
                 future.result()
-        except BaseException:
+        except KeyboardInterrupt:
             stop.set()
             _kill_live()
-            raise
+            interrupted = True
     elapsed = time.perf_counter() - start
-    return _report(args, mutants, counts, elapsed, jobs)
+    finished = [m for m in mutants if m.status]
+    if interrupted:
+        print(
+            f"\ninterrupted: {len(finished)} of {len(mutants)} mutants finished; "
+            "the report covers those"
+        )
+    _report(args, finished, counts, elapsed, jobs)
+    return 130 if interrupted else 0
 
 
 def _report(
@@ -686,7 +698,7 @@ def _report(
     counts: dict[str, int],
     elapsed: float,
     jobs: int,
-) -> int:
+) -> None:
     status = {
         s: [m for m in mutants if m.status == s]
         for s in ("killed", "timeout", "survived", "uncovered", "error")
@@ -735,7 +747,6 @@ def _report(
         )
     )
     print(f"results: {args.json}")
-    return 0
 
 
 if __name__ == "__main__":
