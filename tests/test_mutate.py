@@ -1,0 +1,155 @@
+"""scripts/mutate.py, the mutation check, run on a tiny project of its own."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("coverage")
+
+SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "mutate.py"
+if not SCRIPT.exists():  # a wheel's test run copies tests/ without scripts/
+    pytest.skip("scripts/mutate.py is not in this copy of the project", allow_module_level=True)
+
+MODULE = '''\
+"""A module to mutate."""
+
+ZERO = 0
+
+
+def sign(x):
+    """Not mutated: a docstring."""
+    if x < ZERO:
+        return -1
+    return 1
+
+
+def double(x):
+    seen = []
+    seen.append(x)
+    return x + x
+
+
+def unused(x):
+    return x == 2
+'''
+
+TESTS = """\
+from mutatee.mod import double, sign
+
+
+def test_sign():
+    assert (sign(-3), sign(0), sign(5)) == (-1, 1, 1)
+
+
+def test_double():
+    assert double(2) == 4
+"""
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, object], str]:
+    root = tmp_path_factory.mktemp("project")
+    (root / "mutatee").mkdir()
+    (root / "mutatee" / "__init__.py").write_text("")
+    (root / "mutatee" / "mod.py").write_text(MODULE)
+    (root / "tests").mkdir()
+    (root / "tests" / "test_mod.py").write_text(TESTS)
+    out = root.parent / f"{root.name}-results.json"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(SCRIPT),
+            "--root",
+            str(root),
+            "--package",
+            "mutatee",
+            "--module",
+            "mod.py",
+            "--jobs",
+            "2",
+            "--json",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return root, json.loads(out.read_text()), proc.stdout
+
+
+def _by_line(results: dict[str, object]) -> dict[int, list[dict[str, object]]]:
+    found: dict[int, list[dict[str, object]]] = {}
+    for m in results["mutants"]:  # type: ignore[attr-defined]
+        found.setdefault(m["lineno"], []).append(m)
+    return found
+
+
+def test_mutants_the_tests_check_are_killed(run: tuple[Path, dict[str, object], str]) -> None:
+    """Every mutant of code the tests check dies, module-level constants included."""
+    lines = _by_line(run[1])
+    checked = [m for line in (3, 8, 9, 10, 14, 16) for m in lines[line]]
+    assert {m["description"] for m in lines[8]} == {"`<` -> `<=`"}
+    assert len(checked) >= 10
+    assert {m["status"] for m in checked} == {"killed"}, checked
+
+
+def test_an_unchecked_statement_survives(run: tuple[Path, dict[str, object], str]) -> None:
+    """A statement no test observes is reported as a survivor with its line."""
+    (survivor,) = _by_line(run[1])[15]
+    assert survivor["status"] == "survived"
+    assert survivor["original"] == "seen.append(x)"
+    assert "survived: mod.py:15: delete" in run[2]
+
+
+def test_lines_no_test_runs_are_uncovered(run: tuple[Path, dict[str, object], str]) -> None:
+    """Mutants of a function no test calls are survivors, marked as not run by any test."""
+    uncovered = _by_line(run[1])[20]
+    assert len(uncovered) == 3
+    assert {m["status"] for m in uncovered} == {"uncovered"}
+
+
+def test_docstrings_are_not_mutated(run: tuple[Path, dict[str, object], str]) -> None:
+    """No mutant touches a docstring, and the score counts every mutant that ran."""
+    results = run[1]
+    assert not set(_by_line(results)) & {1, 7}
+    assert results["scored"] == len(results["mutants"])  # type: ignore[arg-type]
+    assert results["killed"] == results["scored"] - 4
+
+
+def test_the_project_is_left_unchanged(run: tuple[Path, dict[str, object], str]) -> None:
+    """Mutants are written into copies: the project's files are as they were."""
+    root = run[0]
+    assert (root / "mutatee" / "mod.py").read_text() == MODULE
+    assert sorted(p.name for p in root.iterdir()) == ["mutatee", "tests"]
+
+
+def test_list_prints_mutants_without_running(tmp_path: Path) -> None:
+    """--list prints each mutant with its line before and after, and runs no test."""
+    (tmp_path / "mutatee").mkdir()
+    (tmp_path / "mutatee" / "mod.py").write_text(MODULE)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(SCRIPT),
+            "--root",
+            str(tmp_path),
+            "--package",
+            "mutatee",
+            "--module",
+            "mod.py",
+            "--list",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    listed = "mod.py:8: compare: `<` -> `<=`\n    - if x < ZERO:\n    + if (x <= ZERO):"
+    assert listed in proc.stdout
+    assert "coverage run" not in proc.stdout
