@@ -22,6 +22,7 @@ from ._group import Combined, combine
 from ._handles import Activation, ActivationGroup
 from ._redirect import Redirect, RedirectCore, check_scope
 from ._resolve import ABSENT, check_name, describe, lookup_mro, resolve
+from ._slots import seen_through
 
 
 class Deferred(Redirect):
@@ -105,7 +106,10 @@ class During(Redirect, RedirectCore):
             # path names now (a class or module, or another object).
             return During(resolve(owner), self._name, self._inner)._activate(code, lasti)
         if isinstance(owner, type):
-            raw = lookup_mro(owner, self._name)
+            # Through a context slot of ours (a context-scoped during() of the
+            # same method is live): what the method is where this wrapper
+            # will be seen, this context or every context.
+            raw = seen_through(lookup_mro(owner, self._name), self._ctx)
         else:
             raw = getattr(owner, "__dict__", {}).get(self._name, ABSENT)
             if raw is ABSENT:

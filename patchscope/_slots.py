@@ -563,6 +563,32 @@ def displaced(raw: object) -> object:
     return raw
 
 
+def seen_through(raw: object, context: bool) -> object:
+    """The raw value a class slot of ours stands for; *raw* itself if not ours.
+
+    With *context*, what this context's innermost open activation of the slot
+    installed, if any; else, and without *context*, the process value; else
+    what the class inherits (ABSENT: nothing). ``during()`` wraps what a
+    method is where its wrapper will be seen (this context, or every
+    context): wrapping the slot itself would make the slot serve the wrapper
+    to itself.
+    """
+    tp = type(raw)
+    if tp is not ClassSlot and tp is not DataClassSlot:
+        return raw
+    slot: Any = raw
+    for act in reversed(slot.var.get() if context else ()):
+        if act._slot is slot and act.open:
+            return act._value
+    if slot.fallback is not ABSENT:
+        return slot.fallback
+    cls = slot.cls_ref()
+    for klass in cls.__mro__[1:] if cls is not None else ():
+        if slot.name in klass.__dict__:
+            return klass.__dict__[slot.name]
+    return ABSENT
+
+
 def _py_prepare(target: object, name: str) -> Any:
     """The cached slot(s) for ``target.<name>``: a module's ModuleSlot, a class's pair.
 

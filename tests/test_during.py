@@ -164,3 +164,29 @@ def test_deferred_activates_what_its_factory_returns_each_time() -> None:
     assert target.attr == "original" and choices == []
     with pytest.raises(ValueError, match="scope must be"):
         patchscope.deferred(factory, scope="thread")
+
+
+@pytest.mark.parametrize("second_scope", ["process", "context"])
+def test_a_during_beside_a_live_context_during_of_the_same_method(second_scope: str) -> None:
+    """A second during() of a method a context during() holds wraps what the method is there."""
+    mod = types.ModuleType("m")
+    mod.attr = 1
+
+    class Built:
+        def __init__(self) -> None:
+            self.seen = mod.attr
+
+    raw = vars(Built)["__init__"]
+    first = during(Built, "__init__", redirect_attr(mod, "attr", 2, scope="context"))
+    second = during(Built, "__init__", redirect_attr(mod, "attr", 3, scope=second_scope))
+    with first:
+        with second:
+            # Nested in one context the inner wrapper runs the outer (whose
+            # redirect is entered last, as with nested process-scoped ones);
+            # a process-scoped one wraps what every other context sees.
+            assert Built().seen == 2
+            other = in_other_thread(lambda: Built().seen)
+            assert other == (3 if second_scope == "process" else 1)
+        assert Built().seen == 2
+    assert vars(Built)["__init__"] is raw and Built().seen == 1
+    assert patchscope.active() == ()

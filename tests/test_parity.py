@@ -61,18 +61,6 @@ KNOWN_DIFFERENCES = [
 ]
 
 
-#: A known bug, kept out of the runs until it is fixed: a ``during()`` of a
-#: class method activated while a context-scoped activation of that method is
-#: live wraps its context slot, which then serves the new wrapper to itself
-#: (RecursionError in pure Python; a crash with the C accelerator). These
-#: catalogue redirects are not activated while that is so.
-NESTED_CONTEXT_DURING = {
-    "during Base.method p": ("base", "method"),
-    "during Base.method c": ("base", "method"),
-    "during Built.__init__": ("built", "__init__"),
-}
-
-
 class Token:
     """An original or replacement value; its label ties the twin worlds together."""
 
@@ -206,17 +194,6 @@ class World:
         if i not in self.redirects:
             self.redirects[i] = CATALOGUE[i][1](self)
         return self.redirects[i]
-
-    def would_nest_context_during(self, i: int) -> bool:
-        """Whether activating catalogue redirect *i* now meets NESTED_CONTEXT_DURING."""
-        spot = NESTED_CONTEXT_DURING.get(CATALOGUE[i][0])
-        if spot is None:
-            return False
-        owner = getattr(self, spot[0])
-        return any(
-            a.target is owner and a.name == spot[1] and a.scope == "context"
-            for a in self.ps.active()
-        )
 
     def r(self, label: str) -> Any:
         """The catalogue redirect called *label*."""
@@ -537,12 +514,6 @@ class ParityMachine(RuleBasedStateMachine):
         self.worlds = (World(patchscope, "c"), World(PURE, "py"))
         self.open: list[tuple[Any, ...]] = []  # holds and generators, ended at teardown
 
-    def _skip(self, i: int) -> bool:
-        """Whether activating catalogue redirect *i* would meet the known bug (both worlds)."""
-        c_nests, py_nests = (world.would_nest_context_during(i) for world in self.worlds)
-        assert c_nests == py_nests
-        return c_nests
-
     def _both(self, do: Callable[[World], object]) -> tuple[Any, ...]:
         """``do`` in each world; both must return or raise the same, with the same warnings."""
         outcomes = []
@@ -562,8 +533,6 @@ class ParityMachine(RuleBasedStateMachine):
     @rule(target=handles, i=st.integers(0, N - 1))
     def start(self, i: int) -> tuple[Any, ...]:
         """``start()`` of the same redirect in both worlds."""
-        if self._skip(i):
-            return (None, None)
         return self._both(lambda w: w.redirect(i).start())
 
     @rule(pair=handles)
@@ -574,8 +543,6 @@ class ParityMachine(RuleBasedStateMachine):
     @rule(target=holds, i=st.integers(0, N - 1), how=st.sampled_from(HOW))
     def enter(self, i: int, how: str) -> tuple[Any, ...]:
         """A with-block of the same redirect entered in both worlds and held open."""
-        if self._skip(i):
-            return (None, None)
         pair = self._both(lambda w: Hold(w, w.redirect(i), how))
         self.open.append(pair)
         return pair
@@ -588,15 +555,11 @@ class ParityMachine(RuleBasedStateMachine):
     @rule(i=st.integers(0, N - 1))
     def call(self, i: int) -> None:
         """A function decorated with the redirect runs: what it reads inside."""
-        if self._skip(i):
-            return
         self._both(lambda w: w.redirect(i)(_probe(w))())
 
     @rule(i=st.integers(0, N - 1))
     def inline(self, i: int) -> None:
         """A fresh redirect used inline, ``with make() as value:``: what is read inside."""
-        if self._skip(i):
-            return
 
         def do(w: World) -> object:
             with CATALOGUE[i][1](w) as value:
@@ -619,8 +582,6 @@ class ParityMachine(RuleBasedStateMachine):
     @rule(pair=generators)
     def advance(self, pair: tuple[Any, ...]) -> None:
         """A decorated generator runs one step: what it reads inside."""
-        if self._skip(pair[2]):
-            return
         self._both(lambda w: None if (g := pair[self.worlds.index(w)]) is None else next(g))
 
     @rule(
