@@ -88,26 +88,30 @@ def check_name(name: object) -> str:
     return name
 
 
-def split_path(path: object, replacement: object) -> tuple[str, str]:
-    """``redirect_attr(path, replacement)``'s *path* as (owner path, attribute name).
+def split_path(
+    path: object, replacement: object, caller: str = "redirect_attr", what: str = "replacement"
+) -> tuple[str, str]:
+    """``caller(path, replacement)``'s *path* as (owner path, attribute name).
 
     As ``mock.patch("pkg.mod.name")`` splits it: the last component is the
     attribute, the rest is resolved (and imported) at each activation by
-    :func:`resolve`. Raises naming what was passed; nothing is imported here.
+    :func:`resolve`. Raises naming what was passed and *caller* (the function
+    the user called: ``redirect_attr``, the fixture's ``redirect.attr``) and
+    *what* its value parameter is called; nothing is imported here.
     """
     if not isinstance(path, str):
         raise TypeError(
-            f"redirect_attr({describe(path)}, {replacement!r}) has no value to install: pass "
-            "redirect_attr(target, name, replacement), or one dotted string and the "
-            "replacement, redirect_attr('pkg.mod.name', replacement)"
+            f"{caller}({describe(path)}, {replacement!r}) has no value to install: pass "
+            f"{caller}(target, name, {what}), or one dotted string and the "
+            f"{what}, {caller}('pkg.mod.name', {what})"
         )
     owner, _, name = path.rpartition(".")
     parts = path.split(".")
     if len(parts) < 2 or not all(p.isidentifier() and not keyword.iskeyword(p) for p in parts):
         raise ValueError(
-            f"redirect_attr({path!r}, replacement): a single target must be a dotted path "
+            f"{caller}({path!r}, {what}): a single target must be a dotted path "
             "'module.name' of identifiers (e.g. 'os.getcwd'); or pass the target and the "
-            "name apart: redirect_attr(target, name, replacement)"
+            f"name apart: {caller}(target, name, {what})"
         )
     return owner, name
 

@@ -6,7 +6,7 @@ import threading
 from typing import Any, Final, TypeAlias, overload
 
 import patchscope
-from patchscope._resolve import describe
+from patchscope._resolve import split_path
 
 _Handle: TypeAlias = "patchscope.Activation | patchscope.ActivationGroup"
 
@@ -21,24 +21,6 @@ def _start(redirect: patchscope.Redirect) -> _Handle:
     frames above this helper.
     """
     return redirect.start(stacklevel=3)
-
-
-def _split_path(path: object, value: object) -> tuple[str, str]:
-    """``attr(path, value)``'s dotted *path* as (owner path, attribute name)."""
-    if not isinstance(path, str):
-        raise TypeError(
-            f"redirect.attr({describe(path)}, {value!r}) has no value to install: pass "
-            "redirect.attr(target, name, value), or one dotted string and the value, "
-            "redirect.attr('pkg.mod.name', value)"
-        )
-    owner, dot, name = path.rpartition(".")
-    if not dot or not owner or not name:
-        raise ValueError(
-            f"redirect.attr({path!r}, value): a single target must be a dotted path "
-            "'module.name' (e.g. 'os.getcwd'); or pass the target and the name apart: "
-            "redirect.attr(target, name, value)"
-        )
-    return owner, name
 
 
 class RedirectFixture:
@@ -86,7 +68,7 @@ class RedirectFixture:
         """
         if value is _NOTSET:
             value = name
-            target, name = _split_path(target, value)
+            target, name = split_path(target, value, "redirect.attr", "value")
         redirect = patchscope.redirect_attr(target, name, value, create=create, scope=scope)
         return self._keep(_start(redirect))
 
