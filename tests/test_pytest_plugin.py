@@ -956,7 +956,9 @@ def test_the_same_change_again_is_reported_once_with_a_count(tester: pytest.Pyte
             helper.value = object()
         """
     )
-    result = tester.runpytest("--patchscope-leaks=error", "-p", "no:randomly")
+    # -rN: no short test summary, whose lines repeat the reports where the
+    # terminal is wide enough.
+    result = tester.runpytest("--patchscope-leaks=error", "-p", "no:randomly", "-rN")
     result.assert_outcomes(passed=5, errors=2)
     output = result.stdout.str()
     assert output.count("left patches behind") == 2
@@ -1080,7 +1082,7 @@ def test_a_fixtures_repeated_leak_is_reported_once_and_still_undone(
             assert helper.value == "orig"
         """
     )
-    result = tester.runpytest("--patchscope-leaks=error", "-p", "no:randomly")
+    result = tester.runpytest("--patchscope-leaks=error", "-p", "no:randomly", "-rN")
     result.assert_outcomes(passed=3, errors=1)
     assert result.stdout.str().count("left patches behind at its teardown") == 1
     result.stdout.fnmatch_lines(["*then made again by 1 more test (not reported again)"])
