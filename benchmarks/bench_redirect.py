@@ -333,8 +333,24 @@ def _construction_rows() -> list[tuple[str, float, float]]:
     return rows
 
 
-def _while_held(redirect: patchscope.Redirect, call, label: str, direct: float):
-    """(label, direct ns, ns of *call*) while another thread holds *redirect* open."""
+def _side_by_side(call, baseline) -> tuple[float, float]:
+    """Best-of-REPEAT ns of *baseline* and of *call*, their samples taken alternately.
+
+    Taken in the same window, the two see the same machine load.
+    """
+    base: list[float] = []
+    ours: list[float] = []
+    for _ in range(REPEAT):
+        base.append(timeit.timeit(baseline, number=N))
+        ours.append(timeit.timeit(call, number=N))
+    return min(base) / N * 1e9, min(ours) / N * 1e9
+
+
+def _while_held(redirect: patchscope.Redirect, call, baseline, label: str):
+    """(label, ns of *baseline*, ns of *call*) while another thread holds *redirect* open.
+
+    *baseline* makes the same call on an untouched twin of the target.
+    """
     entered, release = threading.Event(), threading.Event()
 
     def holder() -> None:
@@ -347,54 +363,90 @@ def _while_held(redirect: patchscope.Redirect, call, label: str, direct: float):
     if not entered.wait(60):
         raise RuntimeError("the holder thread did not enter its redirect")
     try:
-        return (label, direct, per_op(call))
+        return (label, *_side_by_side(call, baseline))
     finally:
         release.set()
         thread.join(60)
 
 
-def _other_context_rows() -> list[tuple[str, float, float]]:
-    """(case, direct ns, redirected-elsewhere ns) for calls from a context without activation.
+#: Untouched twins of the targets below: the baselines, measured alongside.
+plain_mod = types.ModuleType("bench_plain")
+plain_mod.func = _original
 
-    Each row has exactly the redirect it names live in one other thread;
-    "attr + construction" has both redirects of Trivial live at once.
+
+class PlainTrivial:
+    pass
+
+
+class PlainWithMethod:
+    attr = 1
+
+    def method(self) -> int:
+        return 1
+
+
+plain_mod.Trivial = PlainTrivial
+plain_instance = PlainWithMethod()
+
+
+def _other_context_rows() -> list[tuple[str, float, float]]:
+    """(case, baseline ns, redirected-elsewhere ns) for calls from a context without activation.
+
+    Each row has exactly the redirect it names live in one other thread, and
+    its baseline is the same call of an untouched twin, timed alternately with
+    it; "attr + construction" has both redirects of Trivial live at once.
     """
-    direct_func = per_op(lambda: mod.func())
-    direct_cls = per_op(lambda: mod.Trivial())
-    direct_new = per_op(lambda: Trivial())
-    direct_method = per_op(lambda: instance.method())
-    direct_attr = per_op(lambda: WithMethod.attr)
     attr_func = patchscope.redirect_attr(mod, "func", _replacement, scope="context")
     attr_cls = patchscope.redirect_attr(mod, "Trivial", object, scope="context")
     construction = patchscope.redirect_construction(Trivial, object)
     rows = [
-        _while_held(attr_func, lambda: mod.func(), "mod.func() [redirect_attr]", direct_func),
-        _while_held(attr_cls, lambda: mod.Trivial(), "mod.Trivial() [redirect_attr]", direct_cls),
         _while_held(
-            construction, lambda: Trivial(), "Trivial() [redirect_construction]", direct_new
+            attr_func, lambda: mod.func(), lambda: plain_mod.func(), "mod.func() [redirect_attr]"
+        ),
+        _while_held(
+            attr_cls,
+            lambda: mod.Trivial(),
+            lambda: plain_mod.Trivial(),
+            "mod.Trivial() [redirect_attr]",
+        ),
+        _while_held(
+            construction,
+            lambda: Trivial(),
+            lambda: PlainTrivial(),
+            "Trivial() [redirect_construction]",
         ),
         _while_held(
             patchscope.redirect_attr(WithMethod, "method", lambda self: 2, scope="context"),
             lambda: instance.method(),
+            lambda: plain_instance.method(),
             "obj.method() [class redirect_attr]",
-            direct_method,
         ),
         _while_held(
             patchscope.redirect_attr(WithMethod, "attr", 2, scope="context"),
             lambda: WithMethod.attr,
+            lambda: PlainWithMethod.attr,
             "WithMethod.attr [class redirect_attr]",
-            direct_attr,
         ),
         _while_held(
             patchscope.combine(attr_cls, construction),
             lambda: mod.Trivial(),
+            lambda: plain_mod.Trivial(),
             "mod.Trivial() [attr + construction]",
-            direct_cls,
         ),
     ]
     # Nothing installed any more: the same calls must cost what they cost before.
-    rows.append(("mod.func(), no activation anywhere", direct_func, per_op(lambda: mod.func())))
-    rows.append(("Trivial(), no activation anywhere", direct_new, per_op(lambda: Trivial())))
+    rows.append(
+        (
+            "mod.func(), no activation anywhere",
+            *_side_by_side(lambda: mod.func(), lambda: plain_mod.func()),
+        )
+    )
+    rows.append(
+        (
+            "Trivial(), no activation anywhere",
+            *_side_by_side(lambda: Trivial(), lambda: PlainTrivial()),
+        )
+    )
     return rows
 
 
@@ -446,6 +498,13 @@ def pure_python_ratios() -> dict[str, float] | None:
     return json.loads(out.stdout)
 
 
+def print_other_rows(rows: list[tuple[str, float, float]]) -> None:
+    print("calls from a context without activation while another thread holds one")
+    print(f"{'case':44} {'twin ns':>9} {'redir ns':>9} {'ratio':>7}")
+    for name, direct, redirected in rows:
+        print(f"{name:44} {direct:9.0f} {redirected:9.0f} {redirected / direct:7.2f}")
+
+
 def main() -> None:
     if "--pure-rows" in sys.argv:
         rows = enter_exit_rows()
@@ -455,6 +514,9 @@ def main() -> None:
     accelerated = "C accelerator" if patchscope.ACCELERATED else "pure Python"
     print(f"Python {sys.version.split()[0]}, patchscope {accelerated}, best of {REPEAT} samples")
     print()
+    if "--other-threads" in sys.argv:  # only the table of reads from other threads
+        print_other_rows(_other_context_rows())
+        return
     table = print_enter_exit(enter_exit_rows())
     for other in ("unittest.mock.patch.object", "pytest MonkeyPatch.context"):
         print(
@@ -473,11 +535,8 @@ def main() -> None:
     for name, plain, decorated in _construction_rows():
         print(f"{name:44} {plain:9.0f} {decorated:9.0f} {decorated / plain:7.2f}")
     print()
-    print("calls from a context without activation while another thread holds one")
-    print(f"{'case':44} {'direct':>9} {'redirect':>9} {'ratio':>7}")
     other_rows = _other_context_rows()
-    for name, direct, redirected in other_rows:
-        print(f"{name:44} {direct:9.0f} {redirected:9.0f} {redirected / direct:7.2f}")
+    print_other_rows(other_rows)
     pure = pure_python_ratios() if patchscope.ACCELERATED else table
     print()
     inline = table["patchscope process, inline redirect_attr(...)"]

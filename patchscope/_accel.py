@@ -124,4 +124,5 @@ def configure() -> None:
         not_writable_error=_errors.TargetNotWritableError,
         missing_error=_errors.AttributeMissingError,
         unsupported_error=_errors.UnsupportedTargetError,
+        activations=_slots.ACTIVATIONS,
     )

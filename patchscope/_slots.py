@@ -16,8 +16,12 @@ identity. Each kind of target gets an object that reads a
 * a class's construction: the :class:`Dispatcher` a construction redirect
   installs as ``__new__``, in both scopes.
 
-The objects are cached per target and name, so repeated activations reuse
-one ContextVar (every ContextVar ever set in a context stays in it).
+Every slot reads one ContextVar, :data:`ACTIVATIONS`: the tuple of this
+context's context-scope activations, of every target. Entering or ending
+any number of them at once (a group) sets it once, and a context holds one
+variable however many targets it redirected (every ContextVar ever set in a
+context stays in it). The slots are cached per target and name, so repeated
+activations reuse them.
 :func:`install` and :func:`uninstall` put them in place and take them away
 for the registry, under its lock.
 
@@ -66,7 +70,7 @@ class _PyModuleSlot:
         self.dict = module.__dict__
         self.name = name
         self.owner = owner
-        self.var = var  # shared by the module's slots; each finds its own activations
+        self.var = var  # ACTIVATIONS, shared by all slots; each finds its own activations
 
     def __get__(self, instance: object, owner: type | None = None) -> Any:
         for act in reversed(self.var.get()):
@@ -192,26 +196,27 @@ def _forget_swap(key: int, pop: Callable[[int, None], object] = module_swaps.pop
     pop(key, None)
 
 
-#: module -> (its private subclass, the ContextVar its slots share)
+#: module -> (its private subclass, the ContextVar its slots read)
 _module_classes = _WeakIdCache(_forget_swap)
 
 
-def _new_var(label: str) -> contextvars.ContextVar[tuple[Any, ...]]:
-    return contextvars.ContextVar(f"patchscope:{label}", default=())
+#: This context's open context-scope activations, oldest first, of every
+#: target: what every slot reads, finding its own by ``act._slot``.
+ACTIVATIONS: contextvars.ContextVar[tuple[Any, ...]] = contextvars.ContextVar(
+    "patchscope:activations", default=()
+)
 
 
 def _module_slot(module: types.ModuleType, name: str) -> Any:
     """The cached slot for ``module.<name>`` (created, and set on the private subclass).
 
     Changes nothing the module shows: the subclass is not the module's class
-    until :func:`install` switches it. One ContextVar per module holds this
-    context's activations of all its names, so a group of redirects of one
-    module sets it once.
+    until :func:`install` switches it.
     """
     base = own_class(module)
     cached = _module_classes.get(module)
     if cached is None or cached[0].__base__ is not base:
-        var = cached[1] if cached is not None else _new_var(module.__name__)
+        var = ACTIVATIONS
         cached = (module_class(base), var)
         _module_classes.set(module, cached)
     sub, var = cached
@@ -242,13 +247,21 @@ class _PyClassSlot:
         self.name = name
         self.fallback: object = ABSENT
         self.displaced: object = ABSENT
-        self.var = var  # shared by the class's slots; each finds its own activations
+        self.var = var  # ACTIVATIONS, shared by all slots; each finds its own activations
 
     def __get__(self, instance: object, owner: type | None = None) -> Any:
         value = self._chosen()
         if value is ABSENT:
             return self._inherited_get(instance, owner)
         return bind(value, instance, owner)
+
+    def __call__(self, instance: object, /, *args: Any, **kwargs: Any) -> Any:
+        """``slot(instance, ...)``: the method call ``instance.<name>(...)`` through the class.
+
+        The C twin is a method descriptor, which the interpreter calls this
+        way for method calls, with no bound method made.
+        """
+        return self.__get__(instance, type(instance))(*args, **kwargs)
 
     def _chosen(self) -> Any:
         """The raw value this context sees: its own replacement, else the fallback.
@@ -367,12 +380,12 @@ def _instance_dict(instance: object, name: str) -> dict[str, Any]:
     return own  # type: ignore[no-any-return]
 
 
-#: class -> ({name: (ClassSlot, DataClassSlot)}, the ContextVar its slots share)
+#: class -> ({name: (ClassSlot, DataClassSlot)}, the ContextVar its slots read)
 _class_slots = _WeakIdCache()
 
 
 def _forget_class_slots(cls: Any, name: str, slot: Any) -> None:
-    """Drop the cached pair *slot* belongs to (the class's ContextVar stays cached)."""
+    """Drop the cached pair *slot* belongs to."""
     cached = _class_slots.get(cls)
     if cached is not None and slot in cached[0].get(name, ()):
         del cached[0][name]
@@ -382,7 +395,7 @@ def _class_slot_pair(cls: type, name: str) -> tuple[Any, Any]:
     """The cached pair of slots for ``cls.<name>``: for plain and for data-descriptor values."""
     cached = _class_slots.get(cls)
     if cached is None:
-        cached = ({}, _new_var(cls.__qualname__))
+        cached = ({}, ACTIVATIONS)
         _class_slots.set(cls, cached)
     slots, var = cached
     pair = slots.get(name)
@@ -448,7 +461,7 @@ class _PyDispatcher:
         if cls is None:
             raise TypeError("the class this __new__ was installed on no longer exists")
         for act in reversed(self.var.get()):
-            if act.open:
+            if act._slot is self and act.open:
                 built = self._build(cls, act._redirect._spec, klass, args, kwargs)
                 if built is not _NOT_APPLIED:
                     return built
@@ -505,16 +518,13 @@ _dispatchers: weakref.WeakKeyDictionary[type, Any] = weakref.WeakKeyDictionary()
 def dispatcher(cls: type, entries: dict[Any, Any], lock: Any) -> Any:
     """The cached dispatcher of *cls*, wrapped as its ``__new__`` will be (a staticmethod).
 
-    Under *lock*: two dispatchers for one class would each watch their own
-    ContextVar while only one of them is installed.
+    Under *lock*: two dispatchers for one class would each find only their
+    own activations while only one of them is installed.
     """
     with lock:
         new = _dispatchers.get(cls)
         if new is None:
-            var: contextvars.ContextVar[tuple[Any, ...]] = contextvars.ContextVar(
-                f"patchscope:{cls.__qualname__}.__new__", default=()
-            )
-            disp = Dispatcher(cls, var, [OBJECT_NEW], entries, REBUILDERS)
+            disp = Dispatcher(cls, ACTIVATIONS, [OBJECT_NEW], entries, REBUILDERS)
             for attr, value in (
                 ("__name__", "__new__"),
                 ("__qualname__", f"{cls.__qualname__}.__new__"),

@@ -383,3 +383,37 @@ def test_metaclass_defining_subclasses_is_harmless() -> None:
     with redirect_construction(T, dict):
         assert T() == {}
     assert T(1).x == 1 and S(2).x == 2 and type(S()) is S
+
+
+def test_a_construction_beside_other_context_redirects_builds_its_own_replacement() -> None:
+    """The construction's dispatcher finds its own activation among this context's others.
+
+    Every context slot reads one variable: the innermost activation there may
+    be an attribute redirect's, or another class's construction.
+    """
+
+    class Made:
+        pass
+
+    class Other:
+        pass
+
+    class MadeStandIn:
+        pass
+
+    class OtherStandIn:
+        pass
+
+    holder = type(inspect)("holder")
+    holder.value = "orig"
+    with redirect_construction(Made, MadeStandIn):
+        with redirect_attr(holder, "value", "new", scope="context"):
+            with redirect_construction(Other, OtherStandIn):
+                with redirect_attr(Made, "tag", 1, scope="context", create=True):
+                    assert type(Made()) is MadeStandIn
+                    assert type(Other()) is OtherStandIn
+                    assert holder.value == "new"
+                    assert in_other_thread(lambda: (type(Made()), type(Other()))) == (Made, Other)
+            assert type(Other()) is Other
+            assert type(Made()) is MadeStandIn
+    assert type(Made()) is Made

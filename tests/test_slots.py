@@ -14,6 +14,7 @@ import warnings
 import weakref
 
 import pytest
+from _threads import in_other_thread
 
 import patchscope
 from patchscope import _registry, _slots
@@ -196,3 +197,120 @@ def test_a_dispatcher_left_on_a_class_is_never_taken_for_its_original() -> None:
             warnings.simplefilter("ignore", patchscope.RedirectConflictWarning)
             act.stop()
     assert vars(Klass)["__new__"] is own
+
+
+class _Methods:
+    def plain(self, a: int, b: int = 2, *, c: int = 3) -> tuple[object, ...]:
+        return ("plain", self, a, b, c)
+
+    @classmethod
+    def klass(cls, a: int) -> tuple[object, ...]:
+        return ("klass", cls, a)
+
+    @staticmethod
+    def static(a: int) -> tuple[object, ...]:
+        return ("static", a)
+
+
+class _CallableValue:
+    """A replacement that is not a function: called as it is, without binding."""
+
+    def __call__(self, *args: object) -> tuple[object, ...]:
+        return ("callable", *args)
+
+
+@pytest.mark.parametrize("name", ["plain", "klass", "static"])
+def test_method_calls_through_a_class_slot_match_the_unredirected_ones(name: str) -> None:
+    """``obj.m(...)`` in a context the slot does not redirect: what it gave before the slot.
+
+    The C slot is a method descriptor, which the interpreter calls with the
+    instance first for method calls; every kind of original, the instance's
+    own attribute and keyword arguments go through that call unchanged.
+    """
+    obj = _Methods()
+    args: tuple[int, ...] = (1,)
+    before = getattr(obj, name)(*args)
+    before_class = getattr(_Methods, name)(*((obj, 1) if name == "plain" else args))
+    raw = vars(_Methods)[name]
+    redirect = patchscope.redirect_attr(_Methods, name, _CallableValue(), scope="context")
+    with redirect:
+        slot = vars(_Methods)[name]
+        assert slot is not raw
+        assert getattr(obj, name)(1) == ("callable", 1)  # this context's value: no binding
+
+        def elsewhere() -> list[object]:
+            seen = [getattr(obj, name)(*args)]
+            seen.append(getattr(_Methods, name)(*((obj, 1) if name == "plain" else args)))
+            if name == "plain":
+                seen.append(obj.plain(1, c=9))
+                seen.append(obj.plain(a=1, b=5))
+            return seen
+
+        seen = in_other_thread(elsewhere)
+        assert seen[:2] == [before, before_class]
+        if name == "plain":
+            assert seen[2:] == [("plain", obj, 1, 2, 9), ("plain", obj, 1, 5, 3)]
+            # Called as the interpreter calls a method descriptor: instance first.
+            assert in_other_thread(lambda: slot(obj, 4)) == ("plain", obj, 4, 2, 3)
+            with pytest.raises(TypeError):
+                in_other_thread(lambda: slot())
+        obj.__dict__[name] = lambda *a: ("own", a)  # an instance's own attribute still wins
+        assert in_other_thread(lambda: getattr(obj, name)(7)) == ("own", (7,))
+        del obj.__dict__[name]
+    assert getattr(obj, name)(*args) == before
+    assert vars(_Methods)[name] is raw
+
+
+def test_a_method_call_through_a_data_slot_keeps_the_data_descriptors_rules() -> None:
+    """A property redirected in context scope: the instance's ``__dict__`` never wins."""
+
+    class Owner:
+        @property
+        def value(self) -> str:
+            return "property"
+
+    obj = Owner()
+    obj.__dict__["value"] = "own"
+    with patchscope.redirect_attr(Owner, "value", property(lambda self: "new"), scope="context"):
+        assert obj.value == "new"
+        assert in_other_thread(lambda: obj.value) == "property"
+    assert obj.value == "property"
+
+
+def test_every_slot_reads_one_context_variable() -> None:
+    """Context redirects of modules, classes and a construction share one ContextVar.
+
+    A group sets it once however many targets its parts redirect, and a
+    context holds one variable of the slots whatever it redirected.
+    """
+
+    class Built:
+        attr = 1
+
+    one, two = types.ModuleType("one"), types.ModuleType("two")
+    one.a = two.b = "orig"
+    group = patchscope.combine(
+        patchscope.redirect_attr(one, "a", "new", scope="context"),
+        patchscope.redirect_attr(two, "b", "new", scope="context"),
+        patchscope.redirect_attr(Built, "attr", 2, scope="context"),
+        patchscope.redirect_construction(Built, object),
+    )
+
+    def slot_vars() -> list[contextvars.ContextVar[object]]:
+        return [
+            var
+            for var in contextvars.copy_context()
+            if var.name.startswith("patchscope:")
+        ]
+
+    def run() -> list[object]:
+        before = slot_vars()
+        with group:
+            seen = [one.a, two.b, Built.attr, type(Built())]
+            inside = slot_vars()
+        return [before, inside, seen]
+
+    before, inside, seen = contextvars.Context().run(run)
+    assert seen == ["new", "new", 2, object]
+    assert before == []
+    assert inside == [_slots.ACTIVATIONS]

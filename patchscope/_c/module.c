@@ -26,16 +26,17 @@ configure(PyObject *module, PyObject *args, PyObject *kwds)
                             "not_writable_error",
                             "missing_error",
                             "unsupported_error",
+                            "activations",
                             NULL};
     Config c = {0};
     if (!PyArg_ParseTupleAndKeywords(
-            args, kwds, "$O!O!OO!O!O!O!O!OO!O!O!O!O!O!:configure", names, &PyType_Type,
+            args, kwds, "$O!O!OO!O!O!O!O!OO!O!O!O!O!O!O!:configure", names, &PyType_Type,
             &c.activation_type, &PyType_Type, &c.group_type, &c.absent, &PyDict_Type, &c.entries,
             &PyDict_Type, &c.swaps, &LockType, &c.lock, &PyContextVar_Type, &c.with_stack,
             &PyCode_Type, &c.enter_context, &c.new_standin, &PyFrozenSet_Type, &c.core_modules,
             &PyType_Type, &c.conflict_warning, &PyType_Type, &c.restore_error, &PyType_Type,
             &c.not_writable_error, &PyType_Type, &c.missing_error, &PyType_Type,
-            &c.unsupported_error))
+            &c.unsupported_error, &PyContextVar_Type, &c.activations))
         return NULL;
     if (!PyType_IsSubtype((PyTypeObject *)c.activation_type, &ActType) ||
         ((PyTypeObject *)c.activation_type)->tp_basicsize != ActType.tp_basicsize ||
@@ -49,12 +50,14 @@ configure(PyObject *module, PyObject *args, PyObject *kwds)
                            &cfg.entries,          &cfg.swaps,            &cfg.lock,
                            &cfg.with_stack,       &cfg.enter_context,    &cfg.new_standin,
                            &cfg.core_modules,     &cfg.conflict_warning, &cfg.restore_error,
-                           &cfg.not_writable_error, &cfg.missing_error,  &cfg.unsupported_error};
+                           &cfg.not_writable_error, &cfg.missing_error,  &cfg.unsupported_error,
+                           &cfg.activations};
     PyObject *values[] = {c.activation_type,  c.group_type,       c.absent,
                           c.entries,          c.swaps,            c.lock,
                           c.with_stack,       c.enter_context,    c.new_standin,
                           c.core_modules,     c.conflict_warning, c.restore_error,
-                          c.not_writable_error, c.missing_error,  c.unsupported_error};
+                          c.not_writable_error, c.missing_error,  c.unsupported_error,
+                          c.activations};
     for (size_t i = 0; i < sizeof(values) / sizeof(values[0]); i++) {
         Py_INCREF(values[i]);
         Py_XSETREF(*fields[i], values[i]);
@@ -67,7 +70,7 @@ static PyMethodDef module_methods[] = {
     {"configure", (PyCFunction)(void (*)(void))configure, METH_VARARGS | METH_KEYWORDS,
      "configure(*, activation_type, group_type, absent, entries, swaps, lock, with_stack, "
      "enter_context, new_standin, core_modules, conflict_warning, restore_error, "
-     "not_writable_error, missing_error, unsupported_error): what the C twins need from "
+     "not_writable_error, missing_error, unsupported_error, activations): what the C twins need from "
      "Python, given once by patchscope._handles."},
     {"enter", (PyCFunction)(void (*)(void))py_enter, METH_FASTCALL,
      "enter(act, target): twin of _registry._py_enter."},

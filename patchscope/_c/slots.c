@@ -39,16 +39,15 @@ context_value(PyObject *var, PyObject *slot, PyObject **value)
     return 0;
 }
 
+/* The one ContextVar every slot reads, _slots.ACTIVATIONS (configure() gives
+ * it): this context's open context-scope activations, of every target. New
+ * reference. */
 static PyObject *
-new_var(PyObject *owner_name)
+shared_var(void)
 {
-    PyObject *label = PyUnicode_FromFormat("patchscope:%S", owner_name);
-    if (label == NULL)
-        return NULL;
-    const char *text = PyUnicode_AsUTF8(label);
-    PyObject *var = text ? PyContextVar_New(text, empty_tuple) : NULL;
-    Py_DECREF(label);
-    return var;
+    REQUIRE_CONFIGURED(NULL)
+    Py_INCREF(cfg.activations);
+    return cfg.activations;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -71,7 +70,7 @@ mslot_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     Py_INCREF(owner);
     self->owner = owner;
     Py_INCREF(var);
-    self->var = var; /* shared by the module's slots; each finds its own activations */
+    self->var = var; /* shared by all slots; each finds its own activations */
     self->module_id = PyLong_FromVoidPtr(module);
     if (self->module_id == NULL) {
         Py_DECREF(self);
@@ -267,6 +266,9 @@ own_class(PyObject *module)
 /* ------------------------------------------------------------------------ */
 /* ClassSlot, DataClassSlot */
 
+static PyObject *cslot_call(PyObject *self, PyObject *const *args, size_t nargsf,
+                            PyObject *kwnames);
+
 static PyObject *
 cslot_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 {
@@ -285,11 +287,12 @@ cslot_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     Py_INCREF(name);
     self->name = name;
     Py_INCREF(var);
-    self->var = var; /* shared by the class's slots; each finds its own activations */
+    self->var = var; /* shared by all slots; each finds its own activations */
     Py_INCREF(ABSENT);
     self->fallback = ABSENT;
     Py_INCREF(ABSENT);
     self->displaced = ABSENT;
+    self->vectorcall = (vectorcallfunc)cslot_call;
     return (PyObject *)self;
 }
 
@@ -439,6 +442,47 @@ cslot_get(ClassSlotObject *self, PyObject *instance, PyObject *owner)
     return bound;
 }
 
+/* slot(instance, *args): what ``slot.__get__(instance, type(instance))(*args)``
+ * gives (the twin of _slots._PyClassSlot.__call__).
+ *
+ * ClassSlot is a method descriptor (Py_TPFLAGS_METHOD_DESCRIPTOR): a method
+ * call ``instance.name(...)`` through the class calls the slot with the
+ * instance first, with no bound method made, and the interpreter's method
+ * specializations keep working; a plain function is then called as the
+ * bound method would call it. The flag is only right for a non-data
+ * descriptor (DataClassSlot has its own __get__, so does not inherit it): an
+ * instance's own __dict__ is looked at before the slot is called. */
+static PyObject *
+cslot_call(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    ClassSlotObject *self = (ClassSlotObject *)op;
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    if (nargs < 1) {
+        PyErr_Format(PyExc_TypeError,
+                     "the slot of attribute %R is called with the instance first", self->name);
+        return NULL;
+    }
+    PyObject *instance = args[0], *owner = (PyObject *)Py_TYPE(instance);
+    PyObject *value = cslot_chosen(self);
+    if (value == NULL)
+        return NULL;
+    PyObject *result;
+    if (PyFunction_Check(value)) {
+        result = PyObject_Vectorcall(value, args, nargsf, kwnames);
+        Py_DECREF(value);
+        return result;
+    }
+    PyObject *bound = value == ABSENT ? cslot_inherited_get(self, instance, owner)
+                                      : bind_raw(value, instance, owner);
+    Py_DECREF(value);
+    if (bound == NULL)
+        return NULL;
+    result = PyObject_Vectorcall(bound, args + 1, (nargs - 1) | PY_VECTORCALL_ARGUMENTS_OFFSET,
+                                 kwnames);
+    Py_DECREF(bound);
+    return result;
+}
+
 static PyMemberDef cslot_members[] = {
     {"cls_ref", T_OBJECT, offsetof(ClassSlotObject, cls_ref), READONLY, NULL},
     {"name", T_OBJECT, offsetof(ClassSlotObject, name), READONLY, NULL},
@@ -453,7 +497,10 @@ PyTypeObject ClassSlotType = {
     .tp_name = "patchscope._speedups.ClassSlot",
     .tp_doc = "Non-data descriptor in a class's __dict__ (see _slots._PyClassSlot).",
     .tp_basicsize = sizeof(ClassSlotObject),
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC |
+                Py_TPFLAGS_METHOD_DESCRIPTOR | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_vectorcall_offset = offsetof(ClassSlotObject, vectorcall),
+    .tp_call = PyVectorcall_Call,
     .tp_new = cslot_new,
     .tp_setattro = refuse_delete,
     .tp_traverse = (traverseproc)cslot_traverse,
@@ -689,7 +736,8 @@ disp_vectorcall(DispObject *self, PyObject *const *args, size_t nargsf, PyObject
     Py_ssize_t nacts = PyTuple_Check(acts) ? PyTuple_GET_SIZE(acts) : 0;
     for (Py_ssize_t i = nacts - 1; i >= 0; i--) {
         PyObject *act = PyTuple_GET_ITEM(acts, i);
-        if (!IS_ACT(act) || !((ActObject *)act)->open)
+        if (!IS_ACT(act) || ((ActObject *)act)->slot != (PyObject *)self ||
+            !((ActObject *)act)->open)
             continue;
         PyObject *redirect = ((ActObject *)act)->redirect;
         if (!IS_RCORE(redirect))
@@ -975,23 +1023,14 @@ prepare(PyObject *target, PyObject *name)
         return NULL;
     PyObject *result = NULL;
     if (PyModule_Check(target)) {
-        /* (the private subclass, the ContextVar the module's slots share) */
+        /* (the private subclass, the ContextVar the slots read) */
         PyTypeObject *base = own_class(target);
         PyObject *cached = PyDict_GetItemWithError(module_cache, id);
         if (cached == NULL && PyErr_Occurred())
             goto done;
         Py_XINCREF(cached);
         if (cached == NULL || ((PyTypeObject *)PyTuple_GET_ITEM(cached, 0))->tp_base != base) {
-            PyObject *var;
-            if (cached != NULL) {
-                var = PyTuple_GET_ITEM(cached, 1);
-                Py_INCREF(var);
-            }
-            else {
-                PyObject *modname = PyObject_GetAttr(target, s_name);
-                var = modname ? new_var(modname) : NULL;
-                Py_XDECREF(modname);
-            }
+            PyObject *var = shared_var();
             Py_XDECREF(cached);
             PyObject *sub = var ? module_class(base) : NULL;
             cached = sub ? PyTuple_Pack(2, sub, var) : NULL;
@@ -1020,14 +1059,12 @@ prepare(PyObject *target, PyObject *name)
         PyErr_SetString(PyExc_TypeError, "patchscope: context slots are for modules and classes");
         goto done;
     }
-    /* ({name: (ClassSlot, DataClassSlot)}, the ContextVar the class's slots share) */
+    /* ({name: (ClassSlot, DataClassSlot)}, the ContextVar the slots read) */
     PyObject *cached = PyDict_GetItemWithError(class_cache, id);
     if (cached == NULL) {
         if (PyErr_Occurred())
             goto done;
-        PyObject *qualname = PyObject_GetAttr(target, s_qualname);
-        PyObject *var = qualname ? new_var(qualname) : NULL;
-        Py_XDECREF(qualname);
+        PyObject *var = shared_var();
         PyObject *d = var ? PyDict_New() : NULL;
         cached = d ? PyTuple_Pack(2, d, var) : NULL;
         Py_XDECREF(d);

@@ -165,6 +165,7 @@ typedef struct {
 typedef struct {
     PyObject_HEAD
     PyObject *cls_ref, *name, *fallback, *displaced, *var;
+    vectorcallfunc vectorcall; /* C only: the call a method read makes (see cslot_call) */
 } ClassSlotObject;
 
 typedef struct {
@@ -193,6 +194,7 @@ typedef struct {
     PyObject *core_modules;    /* _registry._CORE_MODULES */
     PyObject *conflict_warning, *restore_error, *not_writable_error, *missing_error,
         *unsupported_error;
+    PyObject *activations;     /* _slots.ACTIVATIONS, the one ContextVar every slot reads */
 } Config;
 
 extern Config cfg;
