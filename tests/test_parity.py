@@ -279,8 +279,8 @@ class World:
             seen.append((_kind(kind.__name__), kind in (types.ModuleType, type)))
             if hasattr(owner, "__dict__"):
                 seen.append([(k, self.label(v)) for k, v in vars(owner).items()])
-        seen.append(self.reads())
-        seen.append(in_other_thread(self.reads))
+        seen.append(self.watched(self.reads))
+        seen.append(in_other_thread(lambda: self.watched(self.reads)))
         seen.append(self.active())
         return seen
 
@@ -292,12 +292,37 @@ class World:
             if any(a.target is owner for owner in self.owners)
         ]
 
-    def outcome(self, do: Callable[[], object]) -> tuple[object, object]:
-        """``do()``'s result or exception, and the warnings it raised, in shared terms."""
+    @contextlib.contextmanager
+    def watching(self) -> Iterator[list[warnings.WarningMessage]]:
+        """Warnings recorded, and this world's conflict warnings errors while it is strict.
+
+        Everything either world does or reads runs under it: a filter from
+        outside that names one build's warning class (the suite's
+        ``error::patchscope.RedirectConflictWarning``) would otherwise make
+        the same warning an error in one world and a warning in the other.
+        """
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             if self.strict:
                 warnings.simplefilter("error", self.ps.RedirectConflictWarning)
+            yield caught
+
+    def shown(self, caught: list[warnings.WarningMessage]) -> list[object]:
+        """The warnings *caught*: category, message and where they point, in shared terms."""
+        return [
+            (w.category.__name__, self.norm(str(w.message)), os.path.basename(w.filename))
+            for w in caught
+        ]
+
+    def watched(self, do: Callable[[], object]) -> tuple[object, object]:
+        """What ``do()`` returns, and the warnings it raised (see :meth:`watching`)."""
+        with self.watching() as caught:
+            result = do()
+        return result, self.shown(caught)
+
+    def outcome(self, do: Callable[[], object]) -> tuple[object, object]:
+        """``do()``'s result or exception, and the warnings it raised, in shared terms."""
+        with self.watching() as caught:
             try:
                 result: object = ("returned", self.label(do()))
             except StopIteration:
@@ -306,11 +331,7 @@ class World:
                 kind = type(exc)
                 ours = kind.__module__.split(".")[0] in ("patchscope", PURE.__name__)
                 result = ("raised", kind.__name__, ours, self.norm(str(exc)))
-        shown = [
-            (w.category.__name__, self.norm(str(w.message)), os.path.basename(w.filename))
-            for w in caught
-        ]
-        return result, shown
+        return result, self.shown(caught)
 
 
 def _kind(name: str) -> str:
@@ -656,6 +677,23 @@ class ParityMachine(RuleBasedStateMachine):
 
 ParityMachine.TestCase.settings = settings(stateful_step_count=30)
 TestParity = ParityMachine.TestCase
+
+
+def test_a_filter_naming_one_build_treats_both_worlds_alike() -> None:
+    """A warning filter that names one build's class does not split the worlds' reads.
+
+    A during() wrapper that meets a conflict warns while the state is read;
+    the suite's own filter makes ``patchscope.RedirectConflictWarning`` an
+    error, which the pure world's warning class is not.
+    """
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", category=patchscope.RedirectConflictWarning)
+        machine = ParityMachine()
+        machine.enter(i=CATALOGUE_INDEX["mod.attr p0"], how="by hand")
+        machine.intrude(owner=0, name="attr", delete=False)
+        machine.start(i=CATALOGUE_INDEX["during Base.method p"])
+        machine.same_state()
+        machine.teardown()
 
 
 # ---------------------------------------------------------------------------
