@@ -368,9 +368,12 @@ class World:
         return result, self.shown(caught)
 
     def exception(self, exc: BaseException, depth: int = 0) -> tuple[object, ...]:
-        """*exc* in shared terms: "(Type: message)", whether the type is the package's,
-        and the same of its ``__cause__`` and of the ``__context__`` its traceback
-        shows (none where ``raise ... from`` hides it)."""
+        """*exc* in shared terms, with what it was raised from or during.
+
+        "(Type: message)", whether the type is the package's, and the same of
+        its ``__cause__`` and of the ``__context__`` its traceback shows (none
+        where ``raise ... from`` hides it).
+        """
         kind = type(exc)
         ours = kind.__module__.split(".")[0] in ("patchscope", PURE.__name__)
         chained: list[object] = []
@@ -628,8 +631,7 @@ class ParityMachine(RuleBasedStateMachine):
         self.loop: asyncio.AbstractEventLoop | None = None  # made for the first coroutine
 
     def run(self, main: Coroutine[Any, Any, object]) -> object:
-        """*main* run to its end by this machine's event loop (as a task, in a copy of
-        this context)."""
+        """*main* run through by this machine's event loop (a task in a copy of this context)."""
         if self.loop is None:
             self.loop = asyncio.new_event_loop()
         return self.loop.run_until_complete(main)
@@ -699,8 +701,11 @@ class ParityMachine(RuleBasedStateMachine):
         kind=st.sampled_from(["__init__", "subclass", "only __new__", "no __init__"]),
     )
     def construct(self, i: int, kind: str) -> None:
-        """A class decorated with the redirect (or a subclass reaching its ``__init__``) is
-        constructed: what is read while it is built, and after."""
+        """A class decorated with the redirect, or a subclass of one, is constructed.
+
+        What is read while it is built (in ``__init__``, or in ``__new__``
+        where the class has only that), and after.
+        """
 
         def do(w: World) -> object:
             made = w.decorated_classes(i)[kind](2)
@@ -788,13 +793,13 @@ class ParityMachine(RuleBasedStateMachine):
 
     def teardown(self) -> None:
         """End everything; both worlds end the same, with nothing of theirs left active."""
+        if self.loop is not None:
+            self.loop.close()  # what ran in it has ended: nothing asynchronous is held open
         for world in self.worlds:
             world.fussy_cls.locked = False
             world.strict = False
         for pair in self.open:
             self._both(lambda w, pair=pair: _close(pair[self.worlds.index(w)]))
-        if self.loop is not None:
-            self.loop.close()
         for world in self.worlds:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", world.ps.RedirectConflictWarning)
