@@ -798,15 +798,19 @@ class ParityMachine(RuleBasedStateMachine):
         for world in self.worlds:
             world.fussy_cls.locked = False
             world.strict = False
-        for pair in self.open:
-            self._both(lambda w, pair=pair: _close(pair[self.worlds.index(w)]))
-        for world in self.worlds:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", world.ps.RedirectConflictWarning)
-                for act in reversed(world.ps.active()):
-                    if any(act.target is owner for owner in world.owners):
-                        act.stop()
-            sys.modules.pop(world.modname, None)
+        try:
+            for pair in self.open:
+                self._both(lambda w, pair=pair: _close(pair[self.worlds.index(w)]))
+        finally:
+            # Also after a difference: the next example (and the shrinker's
+            # replays) starts with nothing of this one's active.
+            for world in self.worlds:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", world.ps.RedirectConflictWarning)
+                    for act in reversed(world.ps.active()):
+                        if any(act.target is owner for owner in world.owners):
+                            act.stop()
+                sys.modules.pop(world.modname, None)
         c_state, py_state = (world.state() for world in self.worlds)
         assert c_state == py_state, _differ(c_state, py_state)
         assert self.worlds[0].active() == []
