@@ -305,8 +305,14 @@ class _Wrapper(_FunctionWrapper):
 
 async def _run_activated(guard: Any, coro: Any) -> Any:
     # Activated when the coroutine starts running, in the awaiting task's context.
-    with guard:
-        return await coro
+    try:
+        with guard:
+            return await coro
+    finally:
+        # Where the activation failed, *coro* never started: closed, it is not
+        # reported "never awaited" (the caller awaited; the entry's error says
+        # why it did not run). Once awaited, closing it does nothing.
+        coro.close()
 
 
 def _drive(guard: Any, gen: Generator[Any, Any, Any]) -> Generator[Any, Any, Any]:

@@ -50,7 +50,9 @@ def _py_group_activate(group: Any, code: Any, lasti: int) -> Any:
         except BaseException:
             # What undoing the parts met (a conflict, a failed restore) is
             # dropped, as the C twin (undo_locked) drops it: the caller gets
-            # why the group could not be entered.
+            # why the group could not be entered. A conflict a part met
+            # entering was reported as it entered (what it overwrote stays
+            # lost); the C twin reports those after undoing (after_undo).
             pass
         raise
     value = group._value

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import functools
+import gc
 import inspect
 import os
 import pickle
@@ -12,6 +13,7 @@ import subprocess
 import sys
 import threading
 import types
+import warnings
 from typing import Any
 
 import pytest
@@ -159,6 +161,31 @@ def test_coroutine_active_across_awaits() -> None:
     assert inspect.iscoroutinefunction(work)
     assert asyncio.run(work()) == ["on", "on"]
     assert state.flag == "orig"
+
+
+@pytest.mark.parametrize("how", ["function", "method"])
+def test_a_coroutine_whose_redirect_cannot_be_entered_was_not_left_unawaited(how: str) -> None:
+    """The entry's error is what awaiting raises; the coroutine is closed, not left unawaited.
+
+    Nothing of it ran, and finalizing a coroutine that was never awaited
+    would warn "coroutine ... was never awaited", which the caller did.
+    """
+    missing = redirect_attr(state, "missing", "on")
+
+    class Owner:
+        async def work(self) -> str:
+            return str(state.flag)
+
+    # A bound method is not a plain function: a wrapt proxy runs it.
+    work = missing(Owner.work) if how == "function" else missing(Owner().work)
+    args = (Owner(),) if how == "function" else ()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with pytest.raises(patchscope.AttributeMissingError, match="'missing'") as raised:
+            asyncio.run(work(*args))
+        del raised  # its traceback holds the coroutine
+        gc.collect()
+    assert [str(w.message) for w in caught] == []
 
 
 def test_generator_active_only_while_running() -> None:

@@ -160,3 +160,26 @@ def test_an_entry_left_empty_by_an_interrupted_exit_is_finished(scope: str) -> N
     assert stale is None
     assert vars(mod)["attr"] is orig
     assert type(mod) is types.ModuleType
+
+
+@pytest.mark.parametrize("kind", ["module", "slots"])
+def test_a_missing_attribute_is_raised_from_none(kind: str) -> None:
+    """The error names the attribute; its traceback shows nothing it was raised during.
+
+    As ``raise ... from None``: neither the failed lookup nor an exception
+    being handled at the time (a generator's GeneratorExit, say) is shown
+    as where it came from.
+    """
+
+    class Slotted:
+        __slots__ = ("slot",)
+
+    target = types.ModuleType("m") if kind == "module" else Slotted()
+    name = "nope" if kind == "module" else "slot"
+    with pytest.raises(patchscope.AttributeMissingError, match=f"'{name}'") as raised:
+        try:
+            raise KeyError("being handled")
+        except KeyError:
+            patchscope.redirect_attr(target, name, 1).start()
+    assert raised.value.__cause__ is None
+    assert raised.value.__suppress_context__

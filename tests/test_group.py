@@ -60,6 +60,47 @@ def test_a_group_that_cannot_be_entered_raises_why_not_what_its_undo_met() -> No
     assert mod.a is original and vars(Target)["b"] == 0
 
 
+@pytest.mark.parametrize("how", ["start", "with"])
+@pytest.mark.parametrize("scope", ["process", "context"])
+def test_a_group_that_cannot_be_entered_reports_what_its_parts_overwrote(
+    scope: str, how: str
+) -> None:
+    """A part that overwrote someone else's value warns, though a later part fails.
+
+    Undoing the group puts back what was there before the intrusion, so the
+    intruder's value is gone: as a single redirect's entry would, the
+    group's says so, before the error of the part that failed (or, with
+    warnings as errors, in its place: the parts are entered in order).
+    """
+    mod = types.ModuleType("m")
+    mod.a = original = object()
+    held = redirect_attr(mod, "a", "held").start()
+    group = combine(redirect_attr(mod, "a", 1, scope=scope), redirect_attr(mod, "missing", 2))
+
+    def enter() -> None:
+        if how == "start":
+            group.start()
+        else:
+            with group:
+                pass
+
+    mod.a = "intruder"
+    with pytest.warns(RedirectConflictWarning, match=r"'a' was rebound to 'intruder'") as seen:
+        with pytest.raises(AttributeMissingError, match="'missing'"):
+            enter()
+    assert len(seen) == 1 and seen[0].filename == __file__
+    assert vars(mod)["a"] == "held"
+    mod.a = "intruder again"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RedirectConflictWarning)
+        with pytest.raises(RedirectConflictWarning, match="'intruder again'"):
+            enter()
+    assert vars(mod)["a"] == "held"
+    assert [a.replacement for a in patchscope.active()] == ["held"]
+    held.stop()
+    assert vars(mod)["a"] is original and patchscope.active() == ()
+
+
 def test_restore_failure_raises_after_other_restores() -> None:
     """A failing restore does not stop the others; RestoreError comes after all ran."""
 

@@ -7,11 +7,14 @@ state machine builds two identical worlds of targets, one per build, applies
 the same operations to both through public API only (``redirect_attr`` in
 both scopes and by dotted path, ``redirect_construction``, ``combine``,
 ``during``, ``start``/``stop``, ``with`` blocks held open and ended out of
-order, decorated functions and generators, conflicts, bad targets and names,
-failing writes and restores, conflict warnings turned into errors), and
-compares everything a user can observe, through the map between the worlds'
-corresponding objects: what each operation returned or raised (type and
-message), the warnings it raised (category, message, where they point),
+order, decorated functions and generators, decorated coroutines and async
+generators run by asyncio beside another task, decorated classes and their
+subclasses constructed, conflicts, bad targets and names, failing writes and
+restores, conflict warnings turned into errors), and compares everything a
+user can observe, through the map between the worlds' corresponding
+objects: what each operation returned or raised (type, message, and the
+same of its ``__cause__`` and of the ``__context__`` a traceback shows),
+the warnings it raised (category, message, where they point),
 ``vars()`` and ``type()`` of every owner, what this thread and another
 thread read, and what ``active()`` lists. Nothing here re-implements either
 build: a rule broken in one of them shows as a difference.
@@ -19,6 +22,7 @@ build: a rule broken in one of them shows as a difference.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import dataclasses
 import os
@@ -26,7 +30,7 @@ import re
 import sys
 import types
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from typing import Any
 
 import pytest
@@ -50,8 +54,10 @@ PURE: Any = load_pure() if patchscope.ACCELERATED else None
 #: Where the builds' messages are known to differ, and what both are compared as.
 #: Creating an attribute on an object without a ``__dict__``: the C twin
 #: reports its own TypeError as the target's refusal, the Python twin the
-#: AttributeError that reading ``__dict__`` raised. The rest of the message
-#: (target, attribute, fix) is compared as it is.
+#: AttributeError that reading ``__dict__`` raised; each chains its own as
+#: the ``__cause__`` (compared as "(Type: message)", so the same pattern
+#: applies). The rest of the message (target, attribute, fix) is compared
+#: as it is.
 KNOWN_DIFFERENCES = [
     (
         r"\((TypeError: patchscope: the target has no __dict__|"
@@ -187,7 +193,7 @@ class World:
             (slotted, "slot"),
         ]
         self.redirects: dict[int, Any] = {}
-        self.decorated: dict[int, Callable[[], Any]] = {}
+        self.classes: dict[int, dict[str, type]] = {}
 
     def redirect(self, i: int) -> Any:
         """Catalogue redirect *i* of this world (made once, unless making it raises)."""
@@ -198,6 +204,36 @@ class World:
     def r(self, label: str) -> Any:
         """The catalogue redirect called *label*."""
         return self.redirect(CATALOGUE_INDEX[label])
+
+    def decorated_classes(self, i: int) -> dict[str, type]:
+        """Classes decorated with redirect *i* (made once), and a subclass of one, by kind."""
+        if i not in self.classes:
+            redirect = self.redirect(i)
+            world = self
+
+            class Made:
+                def __init__(self, *args: object) -> None:
+                    self.args = args
+                    self.seen = world.reads()
+
+            class OnlyNew:
+                def __new__(cls, *args: object) -> OnlyNew:
+                    made = super().__new__(cls)
+                    made.seen = world.reads()  # type: ignore[attr-defined]
+                    return made
+
+            class NoInit:
+                pass
+
+            made = redirect(Made)
+            kinds: dict[str, type] = {
+                "__init__": made,
+                "subclass": type("SubMade", (made,), {}),
+                "only __new__": redirect(OnlyNew),
+                "no __init__": redirect(NoInit),
+            }
+            self.classes[i] = kinds
+        return self.classes[i]
 
     # -- labels -----------------------------------------------------------
 
@@ -279,8 +315,8 @@ class World:
             seen.append((_kind(kind.__name__), kind in (types.ModuleType, type)))
             if hasattr(owner, "__dict__"):
                 seen.append([(k, self.label(v)) for k, v in vars(owner).items()])
-        seen.append(self.reads())
-        seen.append(in_other_thread(self.reads))
+        seen.append(self.watched(self.reads))
+        seen.append(in_other_thread(lambda: self.watched(self.reads)))
         seen.append(self.active())
         return seen
 
@@ -292,25 +328,61 @@ class World:
             if any(a.target is owner for owner in self.owners)
         ]
 
-    def outcome(self, do: Callable[[], object]) -> tuple[object, object]:
-        """``do()``'s result or exception, and the warnings it raised, in shared terms."""
+    @contextlib.contextmanager
+    def watching(self) -> Iterator[list[warnings.WarningMessage]]:
+        """Warnings recorded, and this world's conflict warnings errors while it is strict.
+
+        Everything either world does or reads runs under it: a filter from
+        outside that names one build's warning class (the suite's
+        ``error::patchscope.RedirectConflictWarning``) would otherwise make
+        the same warning an error in one world and a warning in the other.
+        """
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             if self.strict:
                 warnings.simplefilter("error", self.ps.RedirectConflictWarning)
+            yield caught
+
+    def shown(self, caught: list[warnings.WarningMessage]) -> list[object]:
+        """The warnings *caught*: category, message and where they point, in shared terms."""
+        return [
+            (w.category.__name__, self.norm(str(w.message)), os.path.basename(w.filename))
+            for w in caught
+        ]
+
+    def watched(self, do: Callable[[], object]) -> tuple[object, object]:
+        """What ``do()`` returns, and the warnings it raised (see :meth:`watching`)."""
+        with self.watching() as caught:
+            result = do()
+        return result, self.shown(caught)
+
+    def outcome(self, do: Callable[[], object]) -> tuple[object, object]:
+        """``do()``'s result or exception, and the warnings it raised, in shared terms."""
+        with self.watching() as caught:
             try:
                 result: object = ("returned", self.label(do()))
             except StopIteration:
                 result = ("stopped",)
             except Exception as exc:
-                kind = type(exc)
-                ours = kind.__module__.split(".")[0] in ("patchscope", PURE.__name__)
-                result = ("raised", kind.__name__, ours, self.norm(str(exc)))
-        shown = [
-            (w.category.__name__, self.norm(str(w.message)), os.path.basename(w.filename))
-            for w in caught
-        ]
-        return result, shown
+                result = ("raised", *self.exception(exc))
+        return result, self.shown(caught)
+
+    def exception(self, exc: BaseException, depth: int = 0) -> tuple[object, ...]:
+        """*exc* in shared terms, with what it was raised from or during.
+
+        "(Type: message)", whether the type is the package's, and the same of
+        its ``__cause__`` and of the ``__context__`` its traceback shows (none
+        where ``raise ... from`` hides it).
+        """
+        kind = type(exc)
+        ours = kind.__module__.split(".")[0] in ("patchscope", PURE.__name__)
+        chained: list[object] = []
+        for link in (exc.__cause__, None if exc.__suppress_context__ else exc.__context__):
+            if link is None or depth == 3:  # deep enough, and cycles end
+                chained.append(None)
+            else:
+                chained.append(self.exception(link, depth + 1))
+        return (self.norm(f"({kind.__name__}: {exc})"), ours, *chained)
 
 
 def _kind(name: str) -> str:
@@ -442,6 +514,49 @@ def _steps(w: World) -> Callable[[], Iterator[object]]:
     return steps
 
 
+def _coroutine(w: World) -> Callable[[], Coroutine[Any, Any, object]]:
+    async def probe() -> object:
+        first = w.reads()
+        await asyncio.sleep(0)  # suspended: the redirect stays active (the other task reads)
+        return (first, w.reads())
+
+    return probe
+
+
+def _async_steps(w: World) -> Callable[[], AsyncIterator[object]]:
+    async def steps() -> AsyncIterator[object]:
+        yield w.reads()
+        await asyncio.sleep(0)
+        yield w.reads()
+
+    return steps
+
+
+async def _beside(first: Coroutine[Any, Any, object], w: World) -> object:
+    """*first* run as a task beside another that reads while *first* is suspended.
+
+    The other task is made in this context (not the one *first* activates
+    its redirect in): it sees a process-scope redirect of *first*, never a
+    context-scope one. What *first* raised is raised here, once both ended.
+    """
+
+    async def other() -> object:
+        seen = w.reads()
+        await asyncio.sleep(0)
+        return seen
+
+    done = await asyncio.gather(first, other(), return_exceptions=True)
+    for result in done:
+        if isinstance(result, BaseException):
+            raise result
+    return done
+
+
+async def _consume(steps: AsyncIterator[object], w: World) -> object:
+    """Every item of *steps*, each with what its caller reads between items."""
+    return [(item, w.reads()) async for item in steps]
+
+
 #: How a with-block is entered: ``__enter__`` called by hand (exited by hand
 #: from another frame), through ``ExitStack.enter_context``, or by a with
 #: statement in a generator suspended inside the block.
@@ -513,6 +628,13 @@ class ParityMachine(RuleBasedStateMachine):
         super().__init__()
         self.worlds = (World(patchscope, "c"), World(PURE, "py"))
         self.open: list[tuple[Any, ...]] = []  # holds and generators, ended at teardown
+        self.loop: asyncio.AbstractEventLoop | None = None  # made for the first coroutine
+
+    def run(self, main: Coroutine[Any, Any, object]) -> object:
+        """*main* run through by this machine's event loop (a task in a copy of this context)."""
+        if self.loop is None:
+            self.loop = asyncio.new_event_loop()
+        return self.loop.run_until_complete(main)
 
     def _both(self, do: Callable[[World], object]) -> tuple[Any, ...]:
         """``do`` in each world; both must return or raise the same, with the same warnings."""
@@ -556,6 +678,40 @@ class ParityMachine(RuleBasedStateMachine):
     def call(self, i: int) -> None:
         """A function decorated with the redirect runs: what it reads inside."""
         self._both(lambda w: w.redirect(i)(_probe(w))())
+
+    @rule(i=st.integers(0, N - 1), generator=st.booleans())
+    def await_(self, i: int, generator: bool) -> None:
+        """A decorated coroutine (or async generator) runs in asyncio beside another task.
+
+        What it reads inside, across a suspension (a coroutine keeps its
+        redirect for the whole call; an async generator only while its own
+        code runs, so its caller reads without it between items), and what
+        the other task reads while it is suspended.
+        """
+
+        def do(w: World) -> object:
+            if generator:
+                return self.run(_beside(_consume(w.redirect(i)(_async_steps(w))(), w), w))
+            return self.run(_beside(w.redirect(i)(_coroutine(w))(), w))
+
+        self._both(do)
+
+    @rule(
+        i=st.integers(0, N - 1),
+        kind=st.sampled_from(["__init__", "subclass", "only __new__", "no __init__"]),
+    )
+    def construct(self, i: int, kind: str) -> None:
+        """A class decorated with the redirect, or a subclass of one, is constructed.
+
+        What is read while it is built (in ``__init__``, or in ``__new__``
+        where the class has only that), and after.
+        """
+
+        def do(w: World) -> object:
+            made = w.decorated_classes(i)[kind](2)
+            return (type(made).__qualname__, getattr(made, "seen", None), w.reads())
+
+        self._both(do)
 
     @rule(i=st.integers(0, N - 1))
     def inline(self, i: int) -> None:
@@ -637,18 +793,24 @@ class ParityMachine(RuleBasedStateMachine):
 
     def teardown(self) -> None:
         """End everything; both worlds end the same, with nothing of theirs left active."""
+        if self.loop is not None:
+            self.loop.close()  # what ran in it has ended: nothing asynchronous is held open
         for world in self.worlds:
             world.fussy_cls.locked = False
             world.strict = False
-        for pair in self.open:
-            self._both(lambda w, pair=pair: _close(pair[self.worlds.index(w)]))
-        for world in self.worlds:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", world.ps.RedirectConflictWarning)
-                for act in reversed(world.ps.active()):
-                    if any(act.target is owner for owner in world.owners):
-                        act.stop()
-            sys.modules.pop(world.modname, None)
+        try:
+            for pair in self.open:
+                self._both(lambda w, pair=pair: _close(pair[self.worlds.index(w)]))
+        finally:
+            # Also after a difference: the next example (and the shrinker's
+            # replays) starts with nothing of this one's active.
+            for world in self.worlds:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", world.ps.RedirectConflictWarning)
+                    for act in reversed(world.ps.active()):
+                        if any(act.target is owner for owner in world.owners):
+                            act.stop()
+                sys.modules.pop(world.modname, None)
         c_state, py_state = (world.state() for world in self.worlds)
         assert c_state == py_state, _differ(c_state, py_state)
         assert self.worlds[0].active() == []
@@ -656,6 +818,23 @@ class ParityMachine(RuleBasedStateMachine):
 
 ParityMachine.TestCase.settings = settings(stateful_step_count=30)
 TestParity = ParityMachine.TestCase
+
+
+def test_a_filter_naming_one_build_treats_both_worlds_alike() -> None:
+    """A warning filter that names one build's class does not split the worlds' reads.
+
+    A during() wrapper that meets a conflict warns while the state is read;
+    the suite's own filter makes ``patchscope.RedirectConflictWarning`` an
+    error, which the pure world's warning class is not.
+    """
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", category=patchscope.RedirectConflictWarning)
+        machine = ParityMachine()
+        machine.enter(i=CATALOGUE_INDEX["mod.attr p0"], how="by hand")
+        machine.intrude(owner=0, name="attr", delete=False)
+        machine.start(i=CATALOGUE_INDEX["during Base.method p"])
+        machine.same_state()
+        machine.teardown()
 
 
 # ---------------------------------------------------------------------------

@@ -36,6 +36,14 @@ missing(PyObject *target, PyObject *name)
     if (msg != NULL) {
         PyErr_SetObject(cfg.missing_error, msg);
         Py_DECREF(msg);
+        /* raise ... from None, as the twin: a traceback shows neither the
+         * lookup's AttributeError nor what was being handled (a generator's
+         * GeneratorExit, say) as where this came from. */
+        PyObject *exc = fetch_exc();
+        if (exc != NULL) {
+            PyException_SetCause(exc, NULL); /* also sets __suppress_context__ */
+            raise_exc(exc);
+        }
     }
     return -1;
 }

@@ -141,7 +141,9 @@ fail:
     return NULL;
 }
 
-/* Undo the activations in outs[0:n] (a failed entry), under the lock. */
+/* Undo the activations in outs[0:n] (a failed entry), under the lock. What
+ * undoing them meets is dropped (the caller raises why the entry failed);
+ * the conflicts they met entering stay in *outs* for after_undo. */
 static void
 undo_locked(Outcomes *outs)
 {
@@ -152,7 +154,6 @@ undo_locked(Outcomes *outs)
         Py_XDECREF(conflict);
         Py_XDECREF(error);
     }
-    outcomes_free(outs);
     if (PyErr_Occurred())
         PyErr_Clear();
     if (pending != NULL)
@@ -224,8 +225,10 @@ activate_any(PyObject *redirect, PyObject *code, int lasti)
     if (handle == NULL)
         undo_locked(&outs);
     lock_give();
-    if (handle == NULL)
+    if (handle == NULL) {
+        after_undo(&outs);
         return NULL;
+    }
     if (after_all(&outs, 0) < 0) {
         undo_entered(handle, NULL);
         Py_DECREF(handle);
@@ -272,8 +275,10 @@ c_with_enter(PyObject *self, PyObject *unused)
     if (handle == NULL)
         undo_locked(&outs);
     lock_give();
-    if (handle == NULL)
+    if (handle == NULL) {
+        after_undo(&outs);
         goto done;
+    }
     if (after_all(&outs, 0) < 0) {
         undo_entered(handle, handles);
         goto done;

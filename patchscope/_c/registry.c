@@ -574,6 +574,27 @@ after_all(Outcomes *outcomes, int group)
     return -1;
 }
 
+/* After a failed entry was undone: the conflicts its activations met as
+ * they were entered, in order, as the Python twin warns of each part's when
+ * it enters it (what they overwrote is gone for good); then why the entry
+ * failed, or in its place the first warning raised as an error, which stops
+ * the Python twin before the part that failed. Frees the outcomes. */
+void
+after_undo(Outcomes *outcomes)
+{
+    PyObject *pending = fetch_exc();
+    for (Py_ssize_t i = 0; i < outcomes->n; i++) {
+        Outcome *out = &outcomes->items[i];
+        if (out->conflict != NULL && warn_conflict(out->act, out->conflict) < 0) {
+            Py_XSETREF(pending, fetch_exc());
+            break;
+        }
+    }
+    outcomes_free(outcomes);
+    if (pending != NULL)
+        raise_exc(pending);
+}
+
 /* ------------------------------------------------------------------------ */
 /* the entry points */
 

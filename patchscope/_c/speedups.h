@@ -34,6 +34,8 @@
  *   entry.c      capture, show, process_value          _entry.capture, show, visible
  *   registry.c   enter_locked, exit_locked, after_all  _registry.enter_locked, exit_locked, after
  *                group_stop                            _handles.stop_all
+ *                after_undo (after redirect.c's        _group._py_group_activate's
+ *                undo_locked)                          undo of the parts entered
  *   pairing.c    pair_enter, pair_exit, pair_push      _pairing.pair_enter, pair_exit, push
  *   redirect.c   check_name (in AttrFactory)           _resolve.check_name
  *   resolve.c    lookup_mro, is_data_descriptor,       _resolve.lookup_mro, is_data_descriptor,
@@ -306,6 +308,10 @@ void exit_locked(ActObject *act, PyObject **conflict, PyObject **error);
 /* The work after the lock for each outcome (slot variables, warnings), then
  * the restore errors as one RestoreError; releases the outcomes. */
 int after_all(Outcomes *outs, int group); /* also frees them */
+/* After a failed entry was undone: the warnings of the conflicts its
+ * activations met entering, then the pending error (or the first warning
+ * raised as an error in its place); frees the outcomes. */
+void after_undo(Outcomes *outs);
 void outcomes_clear(Outcomes *outs);     /* releases the references, keeps the room */
 void outcomes_free(Outcomes *outs);
 int stop_handle_locked(PyObject *handle, Outcomes *outs);
