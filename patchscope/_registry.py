@@ -196,31 +196,78 @@ def exit_locked(act: Any) -> tuple[object, BaseException | None]:
     return conflict, error
 
 
-def after(act: Any, entered: bool, conflict: object, error: BaseException | None) -> None:
-    """The work after the lock: this context's slot variable, the conflict warning, errors."""
-    slot = act._slot
-    if slot is not None:
-        var = slot.var
+def _update_vars(outcomes: list[Any]) -> None:
+    """This context's slot variables after the outcomes' activations began or ended.
+
+    One write per variable, however many outcomes share it (the slots of
+    one module or class may share one; several slots may share one across
+    targets): what stays is every other open activation the variable
+    held, then the entered ones in order.
+    """
+    by_var: dict[Any, list[Any]] = {}
+    for outcome in outcomes:
+        slot = outcome[0]._slot
+        if slot is not None:
+            by_var.setdefault(slot.var, []).append(outcome)
+    for var, mine in by_var.items():
+        ours = [outcome[0] for outcome in mine]
         acts = var.get()
-        if entered:
-            var.set((*[a for a in acts if a.open and a is not act], act))
-        elif act in acts:
-            var.set(tuple(a for a in acts if a.open))
-    if conflict is not NO_CONFLICT:
-        found = "deleted" if conflict is ABSENT else f"rebound to {conflict!r}"
-        warnings.warn(
-            RedirectConflictWarning(
-                f"{describe(act._entry.target)} attribute {act._redirect._name!r} was {found} "
-                "by someone else while redirected; restoring the original anyway"
-            ),
-            stacklevel=_caller_level(),
-        )
-    if error is not None:
-        raise RestoreError(
-            f"restoring attribute {act._redirect._name!r} of {describe(act._entry.target)} "
-            f"failed: {error}",
-            [error],
-        ) from error
+        kept = [a for a in acts if a.open and a not in ours]
+        entered = [outcome[0] for outcome in mine if outcome[1]]
+        if entered or len(kept) != len(acts):
+            var.set((*kept, *entered))
+
+
+def after_all(outcomes: list[Any], group: bool) -> None:
+    """The work after the lock, once for all *outcomes*: slot variables, warnings, errors.
+
+    *outcomes* are ``(activation, entered, conflict, restore error)``, in
+    the order the lock section entered or ended them. First this context's
+    slot variables (one write per variable), then one conflict warning per
+    conflict, then one RestoreError for the failed restores: the
+    activation's own message where one activation ended on its own, else
+    one that counts them (*group*: a group's handle ended). An exception
+    from the work itself (a warning the filters turn into an error) is
+    raised in place of the RestoreError, after all of it ran.
+    """
+    pending: BaseException | None = None
+    try:
+        _update_vars(outcomes)
+    except BaseException as exc:
+        pending = exc
+    errors: list[BaseException] = []
+    messages: list[str] = []
+    level = 0
+    for act, _, conflict, error in outcomes:
+        if conflict is not NO_CONFLICT:
+            found = "deleted" if conflict is ABSENT else f"rebound to {conflict!r}"
+            level = level or _caller_level()
+            try:
+                warnings.warn(
+                    RedirectConflictWarning(
+                        f"{describe(act._entry.target)} attribute {act._redirect._name!r} was "
+                        f"{found} by someone else while redirected; restoring the original anyway"
+                    ),
+                    stacklevel=level,
+                )
+            except BaseException as exc:
+                if pending is None:
+                    pending = exc
+        if error is not None:
+            errors.append(error)
+            messages.append(
+                f"restoring attribute {act._redirect._name!r} of "
+                f"{describe(act._entry.target)} failed: {error}"
+            )
+    if pending is not None:
+        raise pending
+    if not errors:
+        return
+    if not group and len(errors) == 1:
+        if len(outcomes) == 1:
+            raise RestoreError(messages[0], errors) from errors[0]
+        raise RestoreError(messages[0], errors)
+    raise RestoreError(f"{len(errors)} restore(s) failed: " + "; ".join(messages), errors)
 
 
 #: The modules whose frames lie between a user's ``with`` or ``stop()`` and a warning.
@@ -259,34 +306,29 @@ def _py_enter(act: Any, target: object) -> None:
     with section:
         conflict = enter_locked(act, target)
     try:
-        after(act, True, conflict, None)
+        after_all([(act, True, conflict, None)], False)
     except BaseException:
+        from ._handles import undo_entered  # that module imports this one
+
         undo_entered(act)
         raise
 
 
-def undo_entered(act: Any, handles: list[Any] | None = None) -> None:
-    """End *act* after the work following its entry raised (a warning made an error).
+def undo_locked(outcomes: list[Any]) -> None:
+    """End the activations *outcomes* entered (a failed entry), newest first; under the lock.
 
-    Nothing it entered stays installed, and nothing more is reported: the
-    caller raises that error. *handles*: the with-handles it was paired in.
+    What ending them meets (a conflict, a failed restore) is dropped: the
+    caller raises why the entry failed.
     """
-    with section:
-        if handles is not None and act in handles:
-            handles.remove(act)
-            act._frame = None
-        exit_locked(act)
-    try:
-        after(act, False, NO_CONFLICT, None)
-    except Exception:
-        pass  # what raised first is what the caller reports
+    for outcome in reversed(outcomes):
+        exit_locked(outcome[0])
 
 
 def _py_exit(act: Any) -> None:
     """End *act*; idempotent. Warns on conflicts, raises RestoreError after cleanup."""
     with section:
         conflict, error = exit_locked(act)
-    after(act, False, conflict, error)
+    after_all([(act, False, conflict, error)], False)
 
 
 def exclusive() -> contextlib.AbstractContextManager[Any]:
