@@ -37,6 +37,7 @@ from . import _slots
 from ._accel import twin
 from ._cpython import delete_new
 from ._errors import AttributeMissingError
+from ._slots import displaced
 from ._resolve import ABSENT, OWN, SETATTR, SHADOW, describe, is_data_descriptor, lookup_mro
 
 #: "nobody else rebound the name" (ABSENT is a possible conflicting value: a deletion)
@@ -78,17 +79,18 @@ def capture(target: object, name: str, create: bool) -> tuple[int, object, objec
     what ``getattr`` returns: ``getattr`` would turn a staticmethod into a
     plain function and copy an inherited attribute onto the target on
     restore (pytest #10644). Attributes that live outside ``__dict__`` are the
-    exception (``SETATTR``). Raises :class:`AttributeMissingError` when the
-    attribute does not exist and *create* is false. Changes nothing.
+    exception (``SETATTR``). A slot or dispatcher of ours found there that
+    nothing accounts for (left by a fault) is not an original: what it
+    stood in place of is, and the first write replaces it. Raises
+    :class:`AttributeMissingError` when the attribute does not exist and
+    *create* is false. Changes nothing.
     """
     own = getattr(target, "__dict__", None)
     tp = type(target)
+    meta: object = ABSENT
     if (tp is _MODULE or tp is type) and name[:2] != "__":
         # No data descriptor of ModuleType or type has a plain name.
         raw = own.get(name, ABSENT)  # type: ignore[union-attr]
-        if raw is not ABSENT:
-            return _own(raw)
-        meta: object = ABSENT
     else:
         if isinstance(target, types.ModuleType):
             tp = _slots.own_class(target)  # our per-name slots are not the target's
@@ -103,8 +105,13 @@ def capture(target: object, name: str, create: bool) -> tuple[int, object, objec
                     raise _missing(target, name) from None
                 return SETATTR, ABSENT, ABSENT
             return SETATTR, value, value
-        if isinstance(own, (dict, types.MappingProxyType)) and name in own:
-            return _own(own[name])
+        found = isinstance(own, (dict, types.MappingProxyType)) and name in own
+        raw = own[name] if found else ABSENT  # type: ignore[index]
+    if raw is not ABSENT:
+        original = displaced(raw)
+        if original is raw:
+            return OWN, raw, raw
+        return (OWN if original is not ABSENT else SHADOW), original, raw
     try:
         value = getattr(target, name)
     except AttributeError:
@@ -132,16 +139,6 @@ def _own_setattr(tp: type) -> bool:
 
 _OBJECT_SETATTR = vars(object)["__setattr__"]
 _MODULE = types.ModuleType
-
-
-def _own(raw: object) -> tuple[int, object, object]:
-    """``capture`` of a raw value found in the target's ``__dict__``."""
-    original = _slots.displaced(raw)
-    if original is raw:
-        return OWN, raw, raw
-    # A slot or dispatcher of ours that nothing accounts for: what it stood
-    # in place of is the original, and the first write replaces it.
-    return (OWN if original is not ABSENT else SHADOW), original, raw
 
 
 def _missing(target: object, name: str) -> AttributeMissingError:

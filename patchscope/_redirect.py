@@ -196,21 +196,22 @@ def _py_with_enter(redirect: Any) -> Any:
         raise
     if handle._pushed:
         push(handles, handle)
-    return handle_value(handle)
+    if isinstance(redirect, GroupCore):
+        return handle.value
+    return redirect._replacement
 
 
 def _py_with_exit(redirect: Any, typ: object, value: object, tb: object) -> None:
     """``__exit__`` of the redirects the core runs: pairing and registry in one lock section."""
     frame = _getframe(1)
     outcomes: list[Any] = []
-    group = isinstance(redirect, GroupCore)
     try:
         with section:
             stop_handle_locked(pair_exit(redirect._handles, frame), outcomes)
     except BaseException:
         after_all_quietly(outcomes)
         raise
-    after_all(outcomes, group)
+    after_all(outcomes, isinstance(redirect, GroupCore))
 
 
 def _generic_enter(redirect: Any) -> Any:

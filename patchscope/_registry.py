@@ -140,11 +140,9 @@ def enter_locked(act: Any, target: object) -> object:
     try:
         conflict = show(entry)
     except BaseException as exc:
-        _unregister(act)
-        try:
-            show(entry)
-        except Exception:
-            pass  # the target refuses writes; nothing of ours got in
+        # Undone as any exit is; what it meets is dropped (the target refuses
+        # writes: nothing of ours got in).
+        exit_locked(act)
         if not isinstance(exc, Exception):
             raise  # KeyboardInterrupt, SystemExit ... from the target's setattr: undone
         raise TargetNotWritableError(
@@ -157,20 +155,6 @@ def enter_locked(act: Any, target: object) -> object:
     return conflict
 
 
-def _unregister(act: Any) -> None:
-    """Take *act* off its entry's stack, and the entry out of the table once it is empty."""
-    act.open = False
-    entry: Any = act._entry
-    stack = entry.stack
-    if stack and stack[-1] is act:
-        stack.pop()
-    elif act in stack:
-        stack.remove(act)
-    key = entry.key
-    if not stack and entries.get(key) is entry:
-        del entries[key]
-
-
 def exit_locked(act: Any) -> tuple[object, BaseException | None]:
     """End *act* under the lock: (conflicting value or NO_CONFLICT, restore error or None).
 
@@ -180,7 +164,8 @@ def exit_locked(act: Any) -> tuple[object, BaseException | None]:
     entry = act._entry
     if entry is None:
         return NO_CONFLICT, None
-    if act not in entry.stack:
+    stack = entry.stack
+    if act not in stack:
         return NO_CONFLICT, None
     act.open = False  # invisible in every context at once
     error: BaseException | None = None
@@ -188,21 +173,29 @@ def exit_locked(act: Any) -> tuple[object, BaseException | None]:
         conflict = show(entry)
     except Exception as exc:
         conflict, error = NO_CONFLICT, exc
-    _unregister(act)
-    redirect = act._redirect
-    if redirect._spec is not None and not entry.stack and error is None:
-        # The dispatcher is off the class: it stands in place of nothing now.
-        redirect._value.__func__.displaced = ABSENT
+    # Unregistered after the target changed back: the registry lists
+    # whatever may be installed.
+    if stack[-1] is act:
+        stack.pop()
+    else:
+        stack.remove(act)
+    if not stack:
+        key = entry.key
+        if entries.get(key) is entry:
+            del entries[key]
+        redirect = act._redirect
+        if redirect._spec is not None and error is None:
+            # The dispatcher is off the class: it stands in place of nothing now.
+            redirect._value.__func__.displaced = ABSENT
     return conflict, error
 
 
-def _update_vars(outcomes: list[Any]) -> None:
+def update_vars(outcomes: list[Any]) -> None:
     """This context's slot variables after the outcomes' activations began or ended.
 
     One write per variable, however many outcomes share it (the slots of
-    one module or class may share one; several slots may share one across
-    targets): what stays is every other open activation the variable
-    held, then the entered ones in order.
+    one module or class share one): what stays is every other open
+    activation the variable held, then the entered ones, in order.
     """
     by_var: dict[Any, list[Any]] = {}
     for outcome in outcomes:
@@ -230,18 +223,26 @@ def after_all(outcomes: list[Any], group: bool) -> None:
     from the work itself (a warning the filters turn into an error) is
     raised in place of the RestoreError, after all of it ran.
     """
-    pending: BaseException | None = None
-    try:
-        _update_vars(outcomes)
-    except BaseException as exc:
-        pending = exc
-    errors: list[BaseException] = []
-    messages: list[str] = []
-    level = 0
+    slots = conflicts = failed = False
     for act, _, conflict, error in outcomes:
+        if act._slot is not None:
+            slots = True
         if conflict is not NO_CONFLICT:
+            conflicts = True
+        if error is not None:
+            failed = True
+    pending: BaseException | None = None
+    if slots:
+        try:
+            update_vars(outcomes)
+        except BaseException as exc:
+            pending = exc
+    if conflicts:
+        level = _caller_level()
+        for act, _, conflict, _ in outcomes:
+            if conflict is NO_CONFLICT:
+                continue
             found = "deleted" if conflict is ABSENT else f"rebound to {conflict!r}"
-            level = level or _caller_level()
             try:
                 warnings.warn(
                     RedirectConflictWarning(
@@ -253,16 +254,23 @@ def after_all(outcomes: list[Any], group: bool) -> None:
             except BaseException as exc:
                 if pending is None:
                     pending = exc
+    if pending is not None:
+        raise pending
+    if failed:
+        _raise_restore_errors(outcomes, group)
+
+
+def _raise_restore_errors(outcomes: list[Any], group: bool) -> None:
+    """The RestoreError for the outcomes whose restore failed (see :func:`after_all`)."""
+    errors: list[BaseException] = []
+    messages: list[str] = []
+    for act, _, _, error in outcomes:
         if error is not None:
             errors.append(error)
             messages.append(
                 f"restoring attribute {act._redirect._name!r} of "
                 f"{describe(act._entry.target)} failed: {error}"
             )
-    if pending is not None:
-        raise pending
-    if not errors:
-        return
     if not group and len(errors) == 1:
         if len(outcomes) == 1:
             raise RestoreError(messages[0], errors) from errors[0]
