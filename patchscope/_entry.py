@@ -37,8 +37,8 @@ from . import _slots
 from ._accel import twin
 from ._cpython import delete_new
 from ._errors import AttributeMissingError
-from ._slots import displaced
 from ._resolve import ABSENT, OWN, SETATTR, SHADOW, describe, is_data_descriptor, lookup_mro
+from ._slots import displaced
 
 #: "nobody else rebound the name" (ABSENT is a possible conflicting value: a deletion)
 NO_CONFLICT: Any = object()

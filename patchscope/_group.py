@@ -44,7 +44,7 @@ group_enter: Any = twin(_py_with_enter, "GroupCore._c_with_enter")
 group_exit: Any = twin(_py_with_exit, "GroupCore._c_with_exit")
 
 
-def core_runs(redirect: object) -> bool:
+def core_runs(redirect: Redirect) -> bool:
     """Whether the core's own operations enter *redirect* (see the module docstring).
 
     True for the kinds whose ``_activate`` is the core's: a single-attribute

@@ -32,9 +32,14 @@ from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from ._accel import twin, twin_function
 from ._decorate import decorate
-from ._handles import Activation, ActivationGroup
+from ._handles import (
+    Activation,
+    ActivationGroup,
+    after_all_quietly,
+    stop_handle_locked,
+    undo_entered,
+)
 from ._pairing import pair_enter, pair_exit, push, site_of
-from ._handles import after_all_quietly, stop_handle_locked, undo_entered
 from ._registry import after_all, enter, enter_locked, section, undo_locked
 from ._resolve import ONE_PATH, check_name, describe, resolve, split_path
 from ._slots import inherited_new
@@ -420,5 +425,3 @@ if not TYPE_CHECKING:
     redirect_attr = twin_function(
         redirect_attr, "AttrFactory", AttrRedirect, PathAttrRedirect, frozenset(keyword.kwlist)
     )
-
-

@@ -366,4 +366,3 @@ def active() -> tuple[Any, ...]:
 # Twins: ``enter`` and ``exit`` of the C accelerator (registry.c); keep in sync.
 enter: Any = twin(_py_enter, "enter")
 exit: Any = twin(_py_exit, "exit")
-
