@@ -148,17 +148,25 @@ def _missing(target: object, name: str) -> AttributeMissingError:
     )
 
 
-def visible(entry: Any) -> tuple[object, Any]:
-    """What the open activations say: (the process value, the first open context activation).
+def show(entry: Any) -> object:
+    """Make the target show what *entry*'s open activations say; under the registry lock.
 
-    The process value is what the target shows outside any context
-    activation: the value of the most recently entered open process-scope
-    activation, else the original (ABSENT: nothing, where the original was
-    inherited, served by a module ``__getattr__`` or created). The first
-    open context activation, or None, decides whether a context slot is in
-    place.
+    What they say: the *process value*, which the target shows outside any
+    context activation, is the value of the most recently entered open
+    process-scope activation, else the original (ABSENT: nothing, where the
+    original was inherited, served by a module ``__getattr__`` or created);
+    while a context activation is open, a slot is in place as well (see
+    ``_slots``): a module keeps the process value in its ``__dict__``, a
+    class holds the slot, whose fallback is the process value.
+
+    Returns what the target held instead of what was last written there
+    (somebody else's value, or ABSENT for a deletion), else NO_CONFLICT.
+    Raises what the target's own ``setattr``/``delattr`` raises.
     """
-    value = ABSENT if entry.kind == SHADOW else entry.original
+    target = entry.target
+    name = entry.name
+    kind = entry.kind
+    value = ABSENT if kind == SHADOW else entry.original
     first_context = None
     for act in entry.stack:
         if act.open:
@@ -166,28 +174,15 @@ def visible(entry: Any) -> tuple[object, Any]:
                 value = act._value
             elif first_context is None:
                 first_context = act
-    return value, first_context
-
-
-def show(entry: Any) -> object:
-    """Make the target show what *entry*'s open activations say; under the registry lock.
-
-    Returns what the target held instead of what was last written there
-    (somebody else's value, or ABSENT for a deletion), else NO_CONFLICT.
-    Raises what the target's own ``setattr``/``delattr`` raises.
-    """
-    target, name = entry.target, entry.name
-    value, first_context = visible(entry)
-    if entry.kind == SETATTR:
+    if kind == SETATTR:
         # Context scope is refused for these; the object's own setattr rules.
         current = getattr(target, name, ABSENT)
         conflict = NO_CONFLICT if current is entry.installed else current
         if current is not value:
             _write(target, name, value)
             # What the object now gives, which its setter may have converted.
-            entry.installed = getattr(target, name, ABSENT)
-        else:
-            entry.installed = current
+            current = getattr(target, name, ABSENT)
+        entry.installed = current
         return conflict
     current = target.__dict__.get(name, ABSENT)
     conflict = NO_CONFLICT if current is entry.installed else current

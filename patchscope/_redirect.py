@@ -47,6 +47,7 @@ from ._slots import inherited_new
 _T = TypeVar("_T")
 _SCOPES = ("process", "context")
 _getframe = sys._getframe
+_intern = sys.intern
 
 
 def check_scope(scope: object) -> str:
@@ -96,7 +97,7 @@ class _PyRedirectCore:
         self._handles: list[Any] = []  # live with-handles, guarded by the registry lock
         self._target = target
         if name is not None:
-            name = sys.intern(name)  # as setattr interns the names it stores
+            name = _intern(name)  # as setattr interns the names it stores
         self._name = name
         self._value = replacement  # what an activation installs
         self._replacement = replacement  # what ``with`` gives and active() shows
@@ -415,7 +416,7 @@ def redirect_attr(
     if scope != "process" and scope != "context":
         check_scope(scope)
     kind = PathAttrRedirect if type(target) is str else AttrRedirect
-    return kind(target, name, replacement, bool(create), scope)
+    return kind(target, name, replacement, create, scope)
 
 
 # Twin: the C accelerator's AttrFactory (redirect.c) makes the same redirects,
