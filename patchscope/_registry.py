@@ -194,19 +194,22 @@ def update_vars(outcomes: list[Any]) -> None:
     """This context's slot variables after the outcomes' activations began or ended.
 
     One write per variable, however many outcomes share it (the slots of
-    one module or class share one): what stays is every other open
-    activation the variable held, then the entered ones, in order.
+    one module or class share one): every open activation it held, then
+    the entered ones, in order. The ended ones are closed already, and the
+    entered ones are new, so neither is among those kept.
     """
     by_var: dict[Any, list[Any]] = {}
-    for outcome in outcomes:
-        slot = outcome[0]._slot
+    for act, entered, _, _ in outcomes:
+        slot = act._slot
         if slot is not None:
-            by_var.setdefault(slot.var, []).append(outcome)
-    for var, mine in by_var.items():
-        ours = [outcome[0] for outcome in mine]
+            mine = by_var.get(slot.var)
+            if mine is None:
+                mine = by_var[slot.var] = []
+            if entered:
+                mine.append(act)
+    for var, entered in by_var.items():
         acts = var.get()
-        kept = [a for a in acts if a.open and a not in ours]
-        entered = [outcome[0] for outcome in mine if outcome[1]]
+        kept = [a for a in acts if a.open]
         if entered or len(kept) != len(acts):
             var.set((*kept, *entered))
 
@@ -223,25 +226,23 @@ def after_all(outcomes: list[Any], group: bool) -> None:
     from the work itself (a warning the filters turn into an error) is
     raised in place of the RestoreError, after all of it ran.
     """
-    slots = conflicts = failed = False
     for act, _, conflict, error in outcomes:
-        if act._slot is not None:
-            slots = True
-        if conflict is not NO_CONFLICT:
-            conflicts = True
+        if act._slot is not None or conflict is not NO_CONFLICT or error is not None:
+            break
+    else:
+        return  # nothing to do: no context slot, no conflict, no failed restore
+    pending: BaseException | None = None
+    try:
+        update_vars(outcomes)
+    except BaseException as exc:
+        pending = exc
+    level = 0
+    failed = False
+    for act, _, conflict, error in outcomes:
         if error is not None:
             failed = True
-    pending: BaseException | None = None
-    if slots:
-        try:
-            update_vars(outcomes)
-        except BaseException as exc:
-            pending = exc
-    if conflicts:
-        level = _caller_level()
-        for act, _, conflict, _ in outcomes:
-            if conflict is NO_CONFLICT:
-                continue
+        if conflict is not NO_CONFLICT:
+            level = level or _caller_level()
             found = "deleted" if conflict is ABSENT else f"rebound to {conflict!r}"
             try:
                 warnings.warn(
