@@ -6,6 +6,11 @@ its own behind the scenes. A handle's fields live in a record base class
 (C twins in ``_c/records.c`` when the accelerator is built);
 these public classes add what users read.
 
+Ending handles under the registry's lock is here too
+(:func:`stop_handle_locked`, which ends a group's parts in one lock
+section, and :func:`undo_entered`); the C twins are in ``registry.c`` and
+``redirect.c``.
+
 An activation is *open* from the moment it is registered until it ends;
 ``stop()`` ends it from any thread, any number of times. An activation whose
 exit was interrupted (pure Python: a signal between two bytecodes) is no

@@ -9,18 +9,23 @@ from many threads, asyncio tasks and suspended generators (``mock.patch``
 keeps that state on the patcher: the same patcher entered twice at once leaks
 its patch, or raises "Patch is already started" on newer CPython).
 
-This module holds the public base class and ``redirect_attr``. Single-attribute
-redirects (``redirect_attr`` here, ``redirect_construction`` in
-``_construct``, ``during`` in ``_during``) keep their fields in
-:class:`RedirectCore`; groups are in ``_group``. With the C accelerator the
-record is a C type, and the ``with``/``start()`` operations of redirects with
-a fixed target are the C twins of the functions below: one C call from the
-``with`` statement to the registry, so that Ctrl-C can only land before or
-after it.
+This module holds the public base class, ``redirect_attr``, the records and
+the core's own operations. Single-attribute redirects (``redirect_attr``
+here, ``redirect_construction`` in ``_construct``, ``during`` in
+``_during``) keep their fields in :class:`RedirectCore`, groups (``_group``)
+in :class:`GroupCore`. The core enters a redirect with a fixed target, or a
+group of such, with :func:`activate_locked`: every activation under one
+lock section, then the registry's ``after_all`` once. With the C
+accelerator the records are C types and these operations are their C
+twins: one C call from the ``with`` statement to the registry, so that
+Ctrl-C can only land before or after it. Redirects that activate
+themselves (a dotted path, ``during``, ``deferred``) have their own
+``_activate`` and enter through ``_registry.enter``.
 
-Twins: ``activate``, ``with_enter``, ``with_exit``: the ``_c_*`` methods of the
-C ``RedirectCore`` (``_c/redirect.c``); ``redirect_attr``: ``AttrFactory``;
-keep them in sync.
+Twins: ``activate_locked``, ``activate``, ``with_enter``, ``with_exit``:
+``activate_locked`` and the ``_c_*`` methods of the C ``RedirectCore`` and
+``GroupCore`` (``_c/redirect.c``); ``redirect_attr``: ``AttrFactory``; keep
+them in sync.
 """
 
 from __future__ import annotations
@@ -139,13 +144,13 @@ else:
 
 
 def activate_locked(redirect: Any, code: Any, lasti: int, outcomes: list[Any]) -> Any:
-    """Activate *redirect* under the lock: a new handle; each entered activation's outcome is
-    added to *outcomes*.
+    """Activate *redirect* under the lock and return its new handle.
 
     *redirect* is a single-attribute redirect with a fixed target, or a
     group of such (recursively): every part is entered in this one lock
-    section, and :func:`~patchscope._registry.after_all` does the work after
-    it once. If it raises, what it entered is in *outcomes*, for
+    section, each activation adding its outcome to *outcomes*, and
+    :func:`~patchscope._registry.after_all` does the work after it once. If
+    it raises, what it entered is in *outcomes*, for
     :func:`~patchscope._registry.undo_locked`.
     """
     if isinstance(redirect, GroupCore):

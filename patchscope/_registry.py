@@ -22,8 +22,16 @@ Fault safety, in the order things happen:
 * the lock is held across ``fork()``, so a child never inherits a registry
   that another thread was half way through changing.
 
-Twins: ``enter`` and ``exit`` are implemented in C as well; keep them in
-sync. This module is the reference.
+Every entry and end has two halves: the change under the lock
+(:func:`enter_locked`, :func:`exit_locked`, for a whole group at once), and
+the work after it, done once for all the activations it touched
+(:func:`after_all`: this context's slot variables, one write each, then the
+conflict warnings, then one RestoreError).
+
+Twins: ``enter`` and ``exit`` are implemented in C as well, and so are
+``enter_locked``, ``exit_locked``, ``undo_locked``, ``update_vars`` and
+``after_all``, which the C operations run (``registry.c``,
+``redirect.c``); keep them in sync. This module is the reference.
 """
 
 from __future__ import annotations
