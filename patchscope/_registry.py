@@ -206,20 +206,26 @@ def update_vars(outcomes: list[Any]) -> None:
     the entered ones, in order. The ended ones are closed already, and the
     entered ones are new, so neither is among those kept.
     """
-    by_var: dict[Any, list[Any]] = {}
-    for act, entered, _, _ in outcomes:
+    done: list[Any] = []
+    for act, _, _, _ in outcomes:
         slot = act._slot
-        if slot is not None:
-            mine = by_var.get(slot.var)
-            if mine is None:
-                mine = by_var[slot.var] = []
-            if entered:
-                mine.append(act)
-    for var, entered in by_var.items():
-        acts = var.get()
-        kept = [a for a in acts if a.open]
-        if entered or len(kept) != len(acts):
-            var.set((*kept, *entered))
+        if slot is None or slot.var in done:
+            continue
+        var = slot.var
+        done.append(var)
+        kept = []
+        changed = False
+        for other in var.get():
+            if other.open:
+                kept.append(other)
+            else:
+                changed = True
+        for other, entered, _, _ in outcomes:
+            if entered and other._slot is not None and other._slot.var is var:
+                kept.append(other)
+                changed = True
+        if changed:
+            var.set(tuple(kept))
 
 
 def after_all(outcomes: list[Any], group: bool) -> None:
