@@ -19,7 +19,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._accel import ACCELERATED
 from ._cpython import IMMUTABLE
 from ._errors import TargetNotWritableError
 from ._redirect import Redirect, RedirectCore, activate, check_scope, with_enter, with_exit
@@ -57,7 +56,6 @@ class ConstructionRedirect(Redirect, RedirectCore):
     """Constructions of a class build the replacement while active."""
 
     __slots__ = ()
-    _fast = ACCELERATED
 
     def __init__(self, cls: type, replacement: Any, scope: str, include_subclasses: bool) -> None:
         RedirectCore.__init__(self)

@@ -77,14 +77,16 @@ class _PyCallWrapper:
 
 
 # Twins: the C accelerator's Guard and CallWrapper (decorate.c), which take
-# only the redirects the accelerator runs (``_fast``); keep in sync.
+# only the redirects the core runs (``_group.core_runs``); keep in sync.
 _Guard: Any = twin(_PyGuard, "Guard")
 _CallWrapper: Any = twin(_PyCallWrapper, "CallWrapper")
 
 
 def _twins(redirect: Redirect) -> tuple[Any, Any]:
-    """(Guard, CallWrapper): the C twins for redirects the accelerator runs, else Python's."""
-    if type(redirect)._fast:
+    """(Guard, CallWrapper): the twins for redirects the core runs, else Python's."""
+    from ._group import core_runs  # that module imports this one
+
+    if core_runs(redirect):
         return _Guard, _CallWrapper
     return _PyGuard, _PyCallWrapper
 

@@ -38,6 +38,7 @@ from ._accel import twin
 from ._cpython import delete_new
 from ._errors import AttributeMissingError
 from ._resolve import ABSENT, OWN, SETATTR, SHADOW, describe, is_data_descriptor, lookup_mro
+from ._slots import displaced
 
 #: "nobody else rebound the name" (ABSENT is a possible conflicting value: a deletion)
 NO_CONFLICT: Any = object()
@@ -78,17 +79,18 @@ def capture(target: object, name: str, create: bool) -> tuple[int, object, objec
     what ``getattr`` returns: ``getattr`` would turn a staticmethod into a
     plain function and copy an inherited attribute onto the target on
     restore (pytest #10644). Attributes that live outside ``__dict__`` are the
-    exception (``SETATTR``). Raises :class:`AttributeMissingError` when the
-    attribute does not exist and *create* is false. Changes nothing.
+    exception (``SETATTR``). A slot or dispatcher of ours found there that
+    nothing accounts for (left by a fault) is not an original: what it
+    stood in place of is, and the first write replaces it. Raises
+    :class:`AttributeMissingError` when the attribute does not exist and
+    *create* is false. Changes nothing.
     """
     own = getattr(target, "__dict__", None)
     tp = type(target)
+    meta: object = ABSENT
     if (tp is _MODULE or tp is type) and name[:2] != "__":
         # No data descriptor of ModuleType or type has a plain name.
         raw = own.get(name, ABSENT)  # type: ignore[union-attr]
-        if raw is not ABSENT:
-            return _own(raw)
-        meta: object = ABSENT
     else:
         if isinstance(target, types.ModuleType):
             tp = _slots.own_class(target)  # our per-name slots are not the target's
@@ -103,8 +105,13 @@ def capture(target: object, name: str, create: bool) -> tuple[int, object, objec
                     raise _missing(target, name) from None
                 return SETATTR, ABSENT, ABSENT
             return SETATTR, value, value
-        if isinstance(own, (dict, types.MappingProxyType)) and name in own:
-            return _own(own[name])
+        found = isinstance(own, (dict, types.MappingProxyType)) and name in own
+        raw = own[name] if found else ABSENT  # type: ignore[index]
+    if raw is not ABSENT:
+        original = displaced(raw)
+        if original is raw:
+            return OWN, raw, raw
+        return (OWN if original is not ABSENT else SHADOW), original, raw
     try:
         value = getattr(target, name)
     except AttributeError:
@@ -134,16 +141,6 @@ _OBJECT_SETATTR = vars(object)["__setattr__"]
 _MODULE = types.ModuleType
 
 
-def _own(raw: object) -> tuple[int, object, object]:
-    """``capture`` of a raw value found in the target's ``__dict__``."""
-    original = _slots.displaced(raw)
-    if original is raw:
-        return OWN, raw, raw
-    # A slot or dispatcher of ours that nothing accounts for: what it stood
-    # in place of is the original, and the first write replaces it.
-    return (OWN if original is not ABSENT else SHADOW), original, raw
-
-
 def _missing(target: object, name: str) -> AttributeMissingError:
     return AttributeMissingError(
         f"{describe(target)} has no attribute {name!r}; "
@@ -151,17 +148,25 @@ def _missing(target: object, name: str) -> AttributeMissingError:
     )
 
 
-def visible(entry: Any) -> tuple[object, Any]:
-    """What the open activations say: (the process value, the first open context activation).
+def show(entry: Any) -> object:
+    """Make the target show what *entry*'s open activations say; under the registry lock.
 
-    The process value is what the target shows outside any context
-    activation: the value of the most recently entered open process-scope
-    activation, else the original (ABSENT: nothing, where the original was
-    inherited, served by a module ``__getattr__`` or created). The first
-    open context activation, or None, decides whether a context slot is in
-    place.
+    What they say: the *process value*, which the target shows outside any
+    context activation, is the value of the most recently entered open
+    process-scope activation, else the original (ABSENT: nothing, where the
+    original was inherited, served by a module ``__getattr__`` or created);
+    while a context activation is open, a slot is in place as well (see
+    ``_slots``): a module keeps the process value in its ``__dict__``, a
+    class holds the slot, whose fallback is the process value.
+
+    Returns what the target held instead of what was last written there
+    (somebody else's value, or ABSENT for a deletion), else NO_CONFLICT.
+    Raises what the target's own ``setattr``/``delattr`` raises.
     """
-    value = ABSENT if entry.kind == SHADOW else entry.original
+    target = entry.target
+    name = entry.name
+    kind = entry.kind
+    value = ABSENT if kind == SHADOW else entry.original
     first_context = None
     for act in entry.stack:
         if act.open:
@@ -169,28 +174,15 @@ def visible(entry: Any) -> tuple[object, Any]:
                 value = act._value
             elif first_context is None:
                 first_context = act
-    return value, first_context
-
-
-def show(entry: Any) -> object:
-    """Make the target show what *entry*'s open activations say; under the registry lock.
-
-    Returns what the target held instead of what was last written there
-    (somebody else's value, or ABSENT for a deletion), else NO_CONFLICT.
-    Raises what the target's own ``setattr``/``delattr`` raises.
-    """
-    target, name = entry.target, entry.name
-    value, first_context = visible(entry)
-    if entry.kind == SETATTR:
+    if kind == SETATTR:
         # Context scope is refused for these; the object's own setattr rules.
         current = getattr(target, name, ABSENT)
         conflict = NO_CONFLICT if current is entry.installed else current
         if current is not value:
             _write(target, name, value)
             # What the object now gives, which its setter may have converted.
-            entry.installed = getattr(target, name, ABSENT)
-        else:
-            entry.installed = current
+            current = getattr(target, name, ABSENT)
+        entry.installed = current
         return conflict
     current = target.__dict__.get(name, ABSENT)
     conflict = NO_CONFLICT if current is entry.installed else current

@@ -6,6 +6,11 @@ its own behind the scenes. A handle's fields live in a record base class
 (C twins in ``_c/records.c`` when the accelerator is built);
 these public classes add what users read.
 
+Ending handles under the registry's lock is here too
+(:func:`stop_handle_locked`, which ends a group's parts in one lock
+section, and :func:`undo_entered`); the C twins are in ``registry.c`` and
+``redirect.c``.
+
 An activation is *open* from the moment it is registered until it ends;
 ``stop()`` ends it from any thread, any number of times. An activation whose
 exit was interrupted (pure Python: a signal between two bytecodes) is no
@@ -19,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import _accel, _registry
 from ._accel import twin
+from ._entry import NO_CONFLICT
 from ._errors import RestoreError
 from ._resolve import ABSENT, describe
 
@@ -78,8 +84,19 @@ class _PyGroupBase:
         self._frame: Any = None
 
     def stop(self) -> None:
-        """End every part (reverse order); harmless if already stopped."""
-        stop_all(self._parts)
+        """End every part (reverse order) under one lock, then the work after it once.
+
+        Harmless if already stopped. If restores fail, every part is still
+        ended and one RestoreError is raised afterwards.
+        """
+        outcomes: list[Any] = []
+        try:
+            with _registry.section:
+                stop_handle_locked(self, outcomes)
+        except BaseException:
+            after_all_quietly(outcomes)
+            raise
+        _registry.after_all(outcomes, True)
 
 
 # Twins: the C accelerator's records (records.c), whose ``stop`` is
@@ -190,6 +207,54 @@ class ActivationGroup(GroupBase):
 
     def __repr__(self) -> str:
         return f"<ActivationGroup of {len(self.activations)} activation(s)>"
+
+
+def stop_handle_locked(handle: Any, outcomes: list[Any]) -> None:
+    """End *handle* (an activation, or a group's parts in reverse order) under the lock.
+
+    Each ended activation's outcome is added to *outcomes* for
+    :func:`~patchscope._registry.after_all`.
+    """
+    if isinstance(handle, ActivationBase):
+        conflict, error = _registry.exit_locked(handle)
+        outcomes.append((handle, False, conflict, error))
+    elif isinstance(handle, GroupBase):
+        for part in reversed(handle._parts):
+            stop_handle_locked(part, outcomes)
+    else:
+        raise TypeError(f"patchscope: not a handle: {handle!r}")
+
+
+def after_all_quietly(outcomes: list[Any], warn: bool = True) -> None:
+    """``after_all`` of a group's *outcomes* where an exception is on its way already.
+
+    What it meets is dropped: the caller raises what came first. Without
+    *warn*, conflicts are not reported (a warning that raised said it).
+    """
+    if not warn:
+        outcomes = [(act, entered, NO_CONFLICT, None) for act, entered, _, _ in outcomes]
+    try:
+        _registry.after_all(outcomes, True)
+    except Exception:
+        pass
+
+
+def undo_entered(handle: Any, handles: list[Any] | None = None) -> None:
+    """End *handle* after the work following its entry raised (a warning made an error).
+
+    Nothing it entered stays installed, and nothing more is reported: the
+    caller raises that error. *handles*: the with-handles it was paired in.
+    """
+    outcomes: list[Any] = []
+    with _registry.section:
+        if handles is not None and handle in handles:
+            handles.remove(handle)
+            handle._frame = None
+        try:
+            stop_handle_locked(handle, outcomes)
+        except Exception:
+            pass  # what raised first is what the caller reports
+    after_all_quietly(outcomes, warn=False)
 
 
 def stop_all(handles: list[Any]) -> None:

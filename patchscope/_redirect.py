@@ -9,18 +9,23 @@ from many threads, asyncio tasks and suspended generators (``mock.patch``
 keeps that state on the patcher: the same patcher entered twice at once leaks
 its patch, or raises "Patch is already started" on newer CPython).
 
-This module holds the public base class and ``redirect_attr``. Single-attribute
-redirects (``redirect_attr`` here, ``redirect_construction`` in
-``_construct``, ``during`` in ``_during``) keep their fields in
-:class:`RedirectCore`; groups are in ``_group``. With the C accelerator the
-record is a C type, and the ``with``/``start()`` operations of redirects with
-a fixed target are the C twins of the functions below: one C call from the
-``with`` statement to the registry, so that Ctrl-C can only land before or
-after it.
+This module holds the public base class, ``redirect_attr``, the records and
+the core's own operations. Single-attribute redirects (``redirect_attr``
+here, ``redirect_construction`` in ``_construct``, ``during`` in
+``_during``) keep their fields in :class:`RedirectCore`, groups (``_group``)
+in :class:`GroupCore`. The core enters a redirect with a fixed target, or a
+group of such, with :func:`activate_locked`: every activation under one
+lock section, then the registry's ``after_all`` once. With the C
+accelerator the records are C types and these operations are their C
+twins: one C call from the ``with`` statement to the registry, so that
+Ctrl-C can only land before or after it. Redirects that activate
+themselves (a dotted path, ``during``, ``deferred``) have their own
+``_activate`` and enter through ``_registry.enter``.
 
-Twins: ``activate``, ``with_enter``, ``with_exit``: the ``_c_*`` methods of the
-C ``RedirectCore`` (``_c/redirect.c``); ``redirect_attr``: ``AttrFactory``;
-keep them in sync.
+Twins: ``activate_locked``, ``activate``, ``with_enter``, ``with_exit``:
+``activate_locked`` and the ``_c_*`` methods of the C ``RedirectCore`` and
+``GroupCore`` (``_c/redirect.c``); ``redirect_attr``: ``AttrFactory``; keep
+them in sync.
 """
 
 from __future__ import annotations
@@ -30,25 +35,24 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
-from ._accel import ACCELERATED, twin, twin_function
+from ._accel import twin, twin_function
 from ._decorate import decorate
-from ._entry import NO_CONFLICT
-from ._handles import Activation, ActivationGroup
-from ._pairing import pair_enter, pair_exit, push, site_of
-from ._registry import (
-    _py_enter,
-    after,
-    enter_locked,
-    exit_locked,
-    section,
+from ._handles import (
+    Activation,
+    ActivationGroup,
+    after_all_quietly,
+    stop_handle_locked,
     undo_entered,
 )
+from ._pairing import pair_enter, pair_exit, push, site_of
+from ._registry import after_all, after_undo, enter, enter_locked, section, undo_locked
 from ._resolve import ONE_PATH, check_name, describe, resolve, split_path
 from ._slots import inherited_new
 
 _T = TypeVar("_T")
 _SCOPES = ("process", "context")
 _getframe = sys._getframe
+_intern = sys.intern
 
 
 def check_scope(scope: object) -> str:
@@ -98,7 +102,7 @@ class _PyRedirectCore:
         self._handles: list[Any] = []  # live with-handles, guarded by the registry lock
         self._target = target
         if name is not None:
-            name = sys.intern(name)  # as setattr interns the names it stores
+            name = _intern(name)  # as setattr interns the names it stores
         self._name = name
         self._value = replacement  # what an activation installs
         self._replacement = replacement  # what ``with`` gives and active() shows
@@ -115,75 +119,120 @@ class _PyRedirectCore:
         self._prepared: Any = None  # the slot(s) its context activations installed last
 
 
+class _PyGroupCore:
+    """The fields of a group of redirects (see ``_group.combine``)."""
+
+    __slots__ = ("__weakref__", "_handles", "_parts", "_value")
+
+    def __init__(self) -> None:
+        self._handles: list[Any] = []
+        self._parts: tuple[Any, ...] = ()
+        self._value: Any = None  # what ``with`` gives, when no part decides it per activation
+
+
 # Twins: the C accelerator's records (records.c); keep in sync.
 if TYPE_CHECKING:
     RedirectCore = _PyRedirectCore
+    GroupCore = _PyGroupCore
 else:
     RedirectCore = twin(_PyRedirectCore, "RedirectCore")
+    GroupCore = twin(_PyGroupCore, "GroupCore")
 
 
 # ---------------------------------------------------------------------------
 # the operations (Python twins)
 
 
-def _target(redirect: Any) -> object:
-    """The redirect's target for this activation: fixed, or its dotted path resolved now."""
-    if redirect._key is not None:
-        return redirect._target
-    return resolve(redirect._target)
+def activate_locked(redirect: Any, code: Any, lasti: int, outcomes: list[Any]) -> Any:
+    """Activate *redirect* under the lock and return its new handle.
 
-
-def _new_activation(redirect: Any, target: object, code: Any, lasti: int) -> Any:
+    *redirect* is a single-attribute redirect with a fixed target, or a
+    group of such (recursively): every part is entered in this one lock
+    section, each activation adding its outcome to *outcomes*, and
+    :func:`~patchscope._registry.after_all` does the work after it once. If
+    it raises, what it entered is in *outcomes*, for
+    :func:`~patchscope._registry.undo_locked`.
+    """
+    if isinstance(redirect, GroupCore):
+        handles = [activate_locked(part, code, lasti, outcomes) for part in redirect._parts]
+        value = redirect._value
+        if value is None:
+            value = tuple(map(handle_value, handles))
+        return ActivationGroup(handles, value)
+    target = redirect._target
     act = Activation(redirect, redirect._value, code, lasti)
     spec = redirect._spec
     if spec is not None:
         # Constructions: what the dispatcher falls back to, refreshed now.
-        spec.base[0] = inherited_new(target)  # type: ignore[arg-type]
+        spec.base[0] = inherited_new(target)
         act._slot = redirect._slot
+    outcomes.append((act, True, enter_locked(act, target), None))
     return act
 
 
 def _py_activate(redirect: Any, code: Any, lasti: int) -> Any:
-    """``_activate`` of single-attribute redirects: a new live Activation."""
-    target = _target(redirect)
-    act = _new_activation(redirect, target, code, lasti)
-    _py_enter(act, target)
-    return act
+    """``_activate`` of the redirects the core runs: a new live handle, all or nothing."""
+    outcomes: list[Any] = []
+    failure: BaseException | None = None
+    with section:
+        try:
+            handle = activate_locked(redirect, code, lasti, outcomes)
+        except BaseException as exc:
+            undo_locked(outcomes)
+            failure = exc
+    if failure is not None:
+        after_undo(outcomes, failure)
+    try:
+        after_all(outcomes, False)
+    except BaseException:
+        undo_entered(handle)
+        raise
+    return handle
 
 
 def _py_with_enter(redirect: Any) -> Any:
-    """``__enter__`` of single-attribute redirects: registry and pairing in one lock section."""
+    """``__enter__`` of the redirects the core runs: registry and pairing in one lock section."""
     frame: Any = _getframe(1)
     site = site_of(frame)
     handles = redirect._handles
-    target = _target(redirect)
-    act = _new_activation(redirect, target, site.f_code, site.f_lasti)
+    outcomes: list[Any] = []
+    failure: BaseException | None = None
     with section:
-        conflict = enter_locked(act, target)
-        pair_enter(handles, act, frame)
-    if act._slot is not None or conflict is not NO_CONFLICT:  # else after() has nothing to do
         try:
-            after(act, True, conflict, None)
-        except BaseException:
-            undo_entered(act, handles)
-            raise
-    if act._pushed:
-        push(handles, act)
+            handle = activate_locked(redirect, site.f_code, site.f_lasti, outcomes)
+            pair_enter(handles, handle, frame)
+        except BaseException as exc:
+            undo_locked(outcomes)
+            failure = exc
+    if failure is not None:
+        after_undo(outcomes, failure)
+    try:
+        after_all(outcomes, False)
+    except BaseException:
+        undo_entered(handle, handles)
+        raise
+    if handle._pushed:
+        push(handles, handle)
+    if isinstance(redirect, GroupCore):
+        return handle.value
     return redirect._replacement
 
 
 def _py_with_exit(redirect: Any, typ: object, value: object, tb: object) -> None:
-    """``__exit__`` of single-attribute redirects: pairing and registry in one lock section."""
+    """``__exit__`` of the redirects the core runs: pairing and registry in one lock section."""
     frame = _getframe(1)
-    with section:
-        act = pair_exit(redirect._handles, frame)
-        conflict, error = exit_locked(act)
-    if act._slot is not None or conflict is not NO_CONFLICT or error is not None:
-        after(act, False, conflict, error)
+    outcomes: list[Any] = []
+    try:
+        with section:
+            stop_handle_locked(pair_exit(redirect._handles, frame), outcomes)
+    except BaseException:
+        after_all_quietly(outcomes)
+        raise
+    after_all(outcomes, isinstance(redirect, GroupCore))
 
 
 def _generic_enter(redirect: Any) -> Any:
-    """``__enter__`` from a redirect's ``_activate``: activate, then pair the handle."""
+    """``__enter__`` from a redirect's own ``_activate``: activate, then pair the handle."""
     frame = _getframe(1)
     site = site_of(frame)
     handle = redirect._activate(site.f_code, site.f_lasti)
@@ -234,8 +283,6 @@ class Redirect:
     """
 
     __slots__ = ()
-    #: Whether the C accelerator runs this kind's operations (a fixed target).
-    _fast = False
 
     def _activate(self, code: Any, lasti: int) -> Any:
         raise NotImplementedError
@@ -292,7 +339,6 @@ class AttrRedirect(Redirect, RedirectCore):
     """``target.name`` becomes ``replacement`` while active (see redirect_attr)."""
 
     __slots__ = ()
-    _fast = ACCELERATED
 
     def _args(self) -> tuple[Any, ...]:
         return (self._target, self._name, self._replacement, self._create, self._scope)
@@ -309,13 +355,24 @@ class AttrRedirect(Redirect, RedirectCore):
 
 
 class PathAttrRedirect(AttrRedirect):
-    """A redirect_attr whose target is a dotted path, imported and resolved at each activation."""
+    """A redirect_attr whose target is a dotted path, imported and resolved at each activation.
+
+    The path is resolved before the registry's lock is taken (an import
+    under it could wait for a thread that waits for the lock), so this kind
+    enters through :func:`~patchscope._registry.enter`, not the core's
+    group operations.
+    """
 
     __slots__ = ()
-    _fast = False
-    _activate = _py_activate
-    __enter__ = _py_with_enter
-    __exit__ = _py_with_exit
+
+    def _activate(self, code: Any, lasti: int) -> Activation:
+        target = resolve(self._target)
+        act = Activation(self, self._value, code, lasti)
+        enter(act, target)
+        return act
+
+    __enter__ = _generic_enter
+    __exit__ = _generic_exit
 
 
 @overload
@@ -370,7 +427,7 @@ def redirect_attr(
     if scope != "process" and scope != "context":
         check_scope(scope)
     kind = PathAttrRedirect if type(target) is str else AttrRedirect
-    return kind(target, name, replacement, bool(create), scope)
+    return kind(target, name, replacement, create, scope)
 
 
 # Twin: the C accelerator's AttrFactory (redirect.c) makes the same redirects,
@@ -380,5 +437,3 @@ if not TYPE_CHECKING:
     redirect_attr = twin_function(
         redirect_attr, "AttrFactory", AttrRedirect, PathAttrRedirect, frozenset(keyword.kwlist)
     )
-
-

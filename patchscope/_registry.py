@@ -22,8 +22,16 @@ Fault safety, in the order things happen:
 * the lock is held across ``fork()``, so a child never inherits a registry
   that another thread was half way through changing.
 
-Twins: ``enter`` and ``exit`` are implemented in C as well; keep them in
-sync. This module is the reference.
+Every entry and end has two halves: the change under the lock
+(:func:`enter_locked`, :func:`exit_locked`, for a whole group at once), and
+the work after it, done once for all the activations it touched
+(:func:`after_all`: this context's slot variables, one write each, then the
+conflict warnings, then one RestoreError).
+
+Twins: ``enter`` and ``exit`` are implemented in C as well, and so are
+``enter_locked``, ``exit_locked``, ``undo_locked``, ``update_vars`` and
+``after_all``, which the C operations run (``registry.c``,
+``redirect.c``); keep them in sync. This module is the reference.
 """
 
 from __future__ import annotations
@@ -34,7 +42,7 @@ import sys
 import threading
 import types
 import warnings
-from typing import Any
+from typing import Any, NoReturn
 
 from ._accel import twin
 from ._entry import NO_CONFLICT, Entry, capture, show
@@ -140,11 +148,9 @@ def enter_locked(act: Any, target: object) -> object:
     try:
         conflict = show(entry)
     except BaseException as exc:
-        _unregister(act)
-        try:
-            show(entry)
-        except Exception:
-            pass  # the target refuses writes; nothing of ours got in
+        # Undone as any exit is; what it meets is dropped (the target refuses
+        # writes: nothing of ours got in).
+        exit_locked(act)
         if not isinstance(exc, Exception):
             raise  # KeyboardInterrupt, SystemExit ... from the target's setattr: undone
         raise TargetNotWritableError(
@@ -157,20 +163,6 @@ def enter_locked(act: Any, target: object) -> object:
     return conflict
 
 
-def _unregister(act: Any) -> None:
-    """Take *act* off its entry's stack, and the entry out of the table once it is empty."""
-    act.open = False
-    entry: Any = act._entry
-    stack = entry.stack
-    if stack and stack[-1] is act:
-        stack.pop()
-    elif act in stack:
-        stack.remove(act)
-    key = entry.key
-    if not stack and entries.get(key) is entry:
-        del entries[key]
-
-
 def exit_locked(act: Any) -> tuple[object, BaseException | None]:
     """End *act* under the lock: (conflicting value or NO_CONFLICT, restore error or None).
 
@@ -180,7 +172,8 @@ def exit_locked(act: Any) -> tuple[object, BaseException | None]:
     entry = act._entry
     if entry is None:
         return NO_CONFLICT, None
-    if act not in entry.stack:
+    stack = entry.stack
+    if act not in stack:
         return NO_CONFLICT, None
     act.open = False  # invisible in every context at once
     error: BaseException | None = None
@@ -188,39 +181,145 @@ def exit_locked(act: Any) -> tuple[object, BaseException | None]:
         conflict = show(entry)
     except Exception as exc:
         conflict, error = NO_CONFLICT, exc
-    _unregister(act)
-    redirect = act._redirect
-    if redirect._spec is not None and not entry.stack and error is None:
-        # The dispatcher is off the class: it stands in place of nothing now.
-        redirect._value.__func__.displaced = ABSENT
+    # Unregistered after the target changed back: the registry lists
+    # whatever may be installed.
+    if stack[-1] is act:
+        stack.pop()
+    else:
+        stack.remove(act)
+    if not stack:
+        key = entry.key
+        if entries.get(key) is entry:
+            del entries[key]
+        redirect = act._redirect
+        if redirect._spec is not None and error is None:
+            # The dispatcher is off the class: it stands in place of nothing now.
+            redirect._value.__func__.displaced = ABSENT
     return conflict, error
 
 
-def after(act: Any, entered: bool, conflict: object, error: BaseException | None) -> None:
-    """The work after the lock: this context's slot variable, the conflict warning, errors."""
-    slot = act._slot
-    if slot is not None:
+def update_vars(outcomes: list[Any]) -> None:
+    """This context's slot variables after the outcomes' activations began or ended.
+
+    One write per variable, however many outcomes share it (the slots of
+    one module or class share one): every open activation it held, then
+    the entered ones, in order. The ended ones are closed already, and the
+    entered ones are new, so neither is among those kept.
+    """
+    done: list[Any] = []
+    for act, _, _, _ in outcomes:
+        slot = act._slot
+        if slot is None or slot.var in done:
+            continue
         var = slot.var
-        acts = var.get()
-        if entered:
-            var.set((*[a for a in acts if a.open and a is not act], act))
-        elif act in acts:
-            var.set(tuple(a for a in acts if a.open))
-    if conflict is not NO_CONFLICT:
-        found = "deleted" if conflict is ABSENT else f"rebound to {conflict!r}"
-        warnings.warn(
-            RedirectConflictWarning(
-                f"{describe(act._entry.target)} attribute {act._redirect._name!r} was {found} "
-                "by someone else while redirected; restoring the original anyway"
-            ),
-            stacklevel=_caller_level(),
-        )
-    if error is not None:
-        raise RestoreError(
-            f"restoring attribute {act._redirect._name!r} of {describe(act._entry.target)} "
-            f"failed: {error}",
-            [error],
-        ) from error
+        done.append(var)
+        kept = []
+        changed = False
+        for other in var.get():
+            if other.open:
+                kept.append(other)
+            else:
+                changed = True
+        for other, entered, _, _ in outcomes:
+            if entered and other._slot is not None and other._slot.var is var:
+                kept.append(other)
+                changed = True
+        if changed:
+            var.set(tuple(kept))
+
+
+def after_all(outcomes: list[Any], group: bool) -> None:
+    """The work after the lock, once for all *outcomes*: slot variables, warnings, errors.
+
+    *outcomes* are ``(activation, entered, conflict, restore error)``, in
+    the order the lock section entered or ended them. First this context's
+    slot variables (one write per variable), then one conflict warning per
+    conflict, then one RestoreError for the failed restores: the
+    activation's own message where one activation ended on its own, else
+    one that counts them (*group*: a group's handle ended). An exception
+    from the work itself (a warning the filters turn into an error) is
+    raised in place of the RestoreError, after all of it ran.
+    """
+    for act, _, conflict, error in outcomes:
+        if act._slot is not None or conflict is not NO_CONFLICT or error is not None:
+            break
+    else:
+        return  # nothing to do: no context slot, no conflict, no failed restore
+    pending: BaseException | None = None
+    try:
+        update_vars(outcomes)
+    except BaseException as exc:
+        pending = exc
+    level = 0
+    failed = False
+    for act, _, conflict, error in outcomes:
+        if error is not None:
+            failed = True
+        if conflict is not NO_CONFLICT:
+            level = level or _caller_level()
+            try:
+                _warn_conflict(act, conflict, level)
+            except BaseException as exc:
+                if pending is None:
+                    pending = exc
+    if pending is not None:
+        raise pending
+    if failed:
+        _raise_restore_errors(outcomes, group)
+
+
+def after_undo(outcomes: list[Any], failure: BaseException) -> NoReturn:
+    """After a failed entry was undone, outside the lock: its parts' conflicts, then *failure*.
+
+    What the parts entered before the failure overwrote stays lost, so each
+    conflict they met entering is reported, in entry order (what undoing
+    them meets is not: the caller gets why the entry failed). A warning the
+    filters turn into an error is raised in place of *failure*, as entering
+    the parts one by one would have stopped there.
+    """
+    level = 0
+    for act, entered, conflict, _ in outcomes:
+        if entered and conflict is not NO_CONFLICT:
+            level = level or _caller_level()
+            try:
+                _warn_conflict(act, conflict, level)
+            except BaseException as exc:
+                failure = exc
+                break
+    raise failure
+
+
+def _warn_conflict(act: Any, conflict: object, level: int) -> None:
+    """The RedirectConflictWarning for *act*, whose target held *conflict* (ABSENT: deleted).
+
+    *level*: what :func:`_caller_level` gave the caller.
+    """
+    found = "deleted" if conflict is ABSENT else f"rebound to {conflict!r}"
+    warnings.warn(
+        RedirectConflictWarning(
+            f"{describe(act._entry.target)} attribute {act._redirect._name!r} was "
+            f"{found} by someone else while redirected; restoring the original anyway"
+        ),
+        stacklevel=level + 1,
+    )
+
+
+def _raise_restore_errors(outcomes: list[Any], group: bool) -> None:
+    """The RestoreError for the outcomes whose restore failed (see :func:`after_all`)."""
+    errors: list[BaseException] = []
+    messages: list[str] = []
+    for act, _, _, error in outcomes:
+        if error is not None:
+            errors.append(error)
+            messages.append(
+                f"restoring attribute {act._redirect._name!r} of "
+                f"{describe(act._entry.target)} failed: {error}"
+            )
+    if not group and len(errors) == 1:
+        if len(outcomes) == 1:
+            raise RestoreError(messages[0], errors) from errors[0]
+        raise RestoreError(messages[0], errors)
+    raise RestoreError(f"{len(errors)} restore(s) failed: " + "; ".join(messages), errors)
 
 
 #: The modules whose frames lie between a user's ``with`` or ``stop()`` and a warning.
@@ -259,34 +358,29 @@ def _py_enter(act: Any, target: object) -> None:
     with section:
         conflict = enter_locked(act, target)
     try:
-        after(act, True, conflict, None)
+        after_all([(act, True, conflict, None)], False)
     except BaseException:
+        from ._handles import undo_entered  # that module imports this one
+
         undo_entered(act)
         raise
 
 
-def undo_entered(act: Any, handles: list[Any] | None = None) -> None:
-    """End *act* after the work following its entry raised (a warning made an error).
+def undo_locked(outcomes: list[Any]) -> None:
+    """End the activations *outcomes* entered (a failed entry), newest first; under the lock.
 
-    Nothing it entered stays installed, and nothing more is reported: the
-    caller raises that error. *handles*: the with-handles it was paired in.
+    What ending them meets (a conflict, a failed restore) is dropped: the
+    caller raises why the entry failed.
     """
-    with section:
-        if handles is not None and act in handles:
-            handles.remove(act)
-            act._frame = None
-        exit_locked(act)
-    try:
-        after(act, False, NO_CONFLICT, None)
-    except Exception:
-        pass  # what raised first is what the caller reports
+    for outcome in reversed(outcomes):
+        exit_locked(outcome[0])
 
 
 def _py_exit(act: Any) -> None:
     """End *act*; idempotent. Warns on conflicts, raises RestoreError after cleanup."""
     with section:
         conflict, error = exit_locked(act)
-    after(act, False, conflict, error)
+    after_all([(act, False, conflict, error)], False)
 
 
 def exclusive() -> contextlib.AbstractContextManager[Any]:
@@ -316,4 +410,3 @@ def active() -> tuple[Any, ...]:
 # Twins: ``enter`` and ``exit`` of the C accelerator (registry.c); keep in sync.
 enter: Any = twin(_py_enter, "enter")
 exit: Any = twin(_py_exit, "exit")
-

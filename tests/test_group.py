@@ -1,4 +1,4 @@
-"""combine (patchscope._group): all or nothing, reverse ends, values, parts' own handles."""
+"""combine (patchscope._group): all or nothing under one lock, reverse ends, values, own handles."""
 
 from __future__ import annotations
 
@@ -209,3 +209,78 @@ def test_combine_rejects_non_redirects() -> None:
     """combine() names what it was given."""
     with pytest.raises(TypeError, match="int"):
         combine(1)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("scope", ["process", "context"])
+def test_a_group_warns_after_every_part_is_entered(scope: str) -> None:
+    """A group's conflict warnings come after all its parts are in place, in this context too."""
+    mod = types.ModuleType("m")
+    mod.a, mod.b = "a0", "b0"
+    outer = redirect_attr(mod, "a", "outer").start()
+    mod.a = "intruder"  # what entering the group's first part finds
+    seen: list[tuple[object, object]] = []
+    group = combine(
+        redirect_attr(mod, "a", "A", scope=scope), redirect_attr(mod, "b", "B", scope=scope)
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("always", RedirectConflictWarning)
+        original_show = warnings.showwarning
+
+        def record(*args: object, **kwargs: object) -> None:
+            seen.append((mod.a, mod.b))
+
+        warnings.showwarning = record  # type: ignore[assignment]
+        try:
+            with group:
+                assert (mod.a, mod.b) == ("A", "B")
+        finally:
+            warnings.showwarning = original_show
+    outer.stop()
+    assert seen[0] == ("A", "B")  # the second part was in place when the first one warned
+    assert (mod.a, mod.b) == ("a0", "b0") and patchscope.active() == ()
+
+
+def test_core_runs_decides_how_a_group_is_entered() -> None:
+    """Groups of fixed-target redirects are the core's; a part that activates itself is not."""
+    from patchscope import _group
+
+    mod = types.ModuleType("m")
+    mod.a = 1
+    fixed = redirect_attr(mod, "a", 2)
+    path = redirect_attr("types.SimpleNamespace", "x", 1, create=True)
+    late = patchscope.deferred(lambda: fixed)
+    assert _group.core_runs(fixed) and _group.core_runs(combine(fixed, combine(fixed)))
+    for own in (path, late, combine(fixed, late), combine(combine(path))):
+        assert not _group.core_runs(own)
+    assert type(combine(fixed)) is _group.Combined
+    assert type(combine(fixed, late)) is _group.PartwiseCombined
+
+
+@pytest.mark.parametrize("scope", ["process", "context"])
+def test_a_group_warns_after_every_part_is_ended(scope: str) -> None:
+    """Ending a group ends every part under one lock; its conflict warnings come after."""
+    mod = types.ModuleType("m")
+    mod.a, mod.b = "a0", "b0"
+    group = combine(redirect_attr(mod, "a", "A", scope=scope), redirect_attr(mod, "b", "B"))
+    seen: list[tuple[object, object]] = []
+    for end in ("with", "stop"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("always", RedirectConflictWarning)
+            original_show = warnings.showwarning
+
+            def record(*args: object, **kwargs: object) -> None:
+                seen.append((mod.a, mod.b))
+
+            warnings.showwarning = record  # type: ignore[assignment]
+            try:
+                if end == "with":
+                    with group:
+                        mod.b = "intruder"  # what ending the last part, the first ended, finds
+                else:
+                    handle = group.start()
+                    mod.b = "intruder"
+                    handle.stop()
+            finally:
+                warnings.showwarning = original_show
+    assert seen == [("a0", "b0"), ("a0", "b0")]  # the first part was ended when the last warned
+    assert patchscope.active() == ()

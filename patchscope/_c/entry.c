@@ -1,5 +1,5 @@
-/* Restoration semantics: twins of _entry.capture (with _own and _missing),
- * _entry.visible, _entry.show and _entry._write. Keep in sync. */
+/* Restoration semantics: twins of _entry.capture (with _missing),
+ * _entry.show and _entry._write. Keep in sync. */
 #include "speedups.h"
 
 static int
@@ -163,7 +163,7 @@ error:
     return -1;
 }
 
-/* process_value: borrowed (the first half of _entry.visible). */
+/* process_value: borrowed (the process value, as _entry.show computes it). */
 static PyObject *
 process_value(EntryObject *entry)
 {

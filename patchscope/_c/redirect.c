@@ -1,7 +1,7 @@
 /* The with/start() operations of single-attribute redirects with a fixed
- * target and of groups of them: twins of _redirect._py_activate,
- * _py_with_enter, _py_with_exit, _group._py_group_activate and the group's
- * with-block pairing. Each is one C call from the with statement (or from
+ * target and of groups of them: twins of _redirect.activate_locked,
+ * _py_activate, _py_with_enter, _py_with_exit (which take both kinds) and
+ * _registry.undo_locked. Each is one C call from the with statement (or from
  * start()) to the registry and back: a signal lands before it or after it.
  * Keep in sync. */
 #include "speedups.h"
@@ -346,11 +346,11 @@ PyMethodDef rcore_methods[] = {
 
 PyMethodDef gcore_methods[] = {
     {"_c_activate", (PyCFunction)(void (*)(void))c_activate, METH_FASTCALL,
-     "_activate(code, lasti): a new live ActivationGroup (twin of _group._py_group_activate)."},
+     "_activate(code, lasti): a new live ActivationGroup (twin of _redirect._py_activate)."},
     {"_c_with_enter", (PyCFunction)c_with_enter, METH_NOARGS,
-     "__enter__ (twin of _redirect._generic_enter on a group)."},
+     "__enter__ (twin of _redirect._py_with_enter on a group)."},
     {"_c_with_exit", (PyCFunction)(void (*)(void))c_with_exit, METH_FASTCALL,
-     "__exit__ (twin of _redirect._generic_exit on a group)."},
+     "__exit__ (twin of _redirect._py_with_exit on a group)."},
     {NULL},
 };
 

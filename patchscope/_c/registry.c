@@ -1,7 +1,8 @@
 /* Entering and ending activations: twins of _registry.enter_locked,
- * _registry.exit_locked, _registry.after, _registry._py_enter/_py_exit and
- * _handles.stop_all (as ActivationBase.stop and GroupBase.stop). Keep in
- * sync. The order is the reference's: an activation is registered before
+ * _registry.exit_locked, _registry.after_all (with update_vars),
+ * _registry._py_enter/_py_exit, _handles.stop_handle_locked and
+ * _handles._PyGroupBase.stop (as ActivationBase.stop and GroupBase.stop).
+ * Keep in sync. The order is the reference's: an activation is registered before
  * the target changes and unregistered after it changed back. */
 #include "speedups.h"
 
@@ -330,8 +331,8 @@ outcomes_free(Outcomes *outs)
 
 /* This context's slot variables after the outcomes' activations began
  * (entered) or ended, one set per variable: the slots of one module or class
- * share one, so a group of redirects of it sets it once. Twin of the
- * variable part of _registry.after, applied to each outcome in turn. */
+ * share one, so a group of redirects of it sets it once. Twin of
+ * _registry.update_vars. */
 static int
 update_vars(Outcome *outs, Py_ssize_t n)
 {
@@ -574,11 +575,11 @@ after_all(Outcomes *outcomes, int group)
     return -1;
 }
 
-/* After a failed entry was undone: the conflicts its activations met as
- * they were entered, in order, as the Python twin warns of each part's when
- * it enters it (what they overwrote is gone for good); then why the entry
- * failed, or in its place the first warning raised as an error, which stops
- * the Python twin before the part that failed. Frees the outcomes. */
+/* After a failed entry was undone, outside the lock: the conflicts its
+ * activations met as they were entered, in order (what they overwrote is
+ * gone for good); then why the entry failed, or in its place the first
+ * warning raised as an error. Twin of _registry.after_undo. Frees the
+ * outcomes. */
 void
 after_undo(Outcomes *outcomes)
 {

@@ -23,7 +23,7 @@
  *   redirect.c   RedirectCore._c_activate/_c_with_enter/_c_with_exit
  *                                                      _redirect._py_activate, _py_with_enter, ...
  *                GroupCore._c_activate/_c_with_enter/_c_with_exit
- *                                                      _group._py_group_activate, ...
+ *                                                      _redirect._py_activate, ... (both kinds)
  *                AttrFactory(reference, ...)           _redirect.redirect_attr (the reference)
  *   decorate.c   Guard, CallWrapper                    _decorate._PyGuard, _PyCallWrapper
  *   cpython.c    preset_new, repair_new                _cpython._py_preset_new, _py_repair_new
@@ -31,11 +31,14 @@
  *
  *   Rules C repeats so that the operations above never step back into
  *   Python (a Python-level step is where a signal handler runs):
- *   entry.c      capture, show, process_value          _entry.capture, show, visible
- *   registry.c   enter_locked, exit_locked, after_all  _registry.enter_locked, exit_locked, after
- *                group_stop                            _handles.stop_all
- *                after_undo (after redirect.c's        _group._py_group_activate's
- *                undo_locked)                          undo of the parts entered
+ *   entry.c      capture, show, process_value          _entry.capture, show
+ *   registry.c   enter_locked, exit_locked, after_all, _registry.enter_locked, exit_locked,
+ *                update_vars                           after_all, update_vars
+ *                stop_handle_locked, group_stop        _handles.stop_handle_locked,
+ *                                                      _PyGroupBase.stop
+ *                after_undo                            _registry.after_undo
+ *   redirect.c   activate_locked, undo_locked          _redirect.activate_locked,
+ *                                                      _registry.undo_locked
  *   pairing.c    pair_enter, pair_exit, pair_push      _pairing.pair_enter, pair_exit, push
  *   redirect.c   check_name (in AttrFactory)           _resolve.check_name
  *   resolve.c    lookup_mro, is_data_descriptor,       _resolve.lookup_mro, is_data_descriptor,
