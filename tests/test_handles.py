@@ -76,6 +76,22 @@ def test_active_reports_target_name_scope_site_thread() -> None:
     assert "ended" in repr(act)
 
 
+def test_handles_take_no_attributes_of_their_own() -> None:
+    """Handles are records with fixed fields, in both builds: a typo'd field is an error."""
+    mod = _module(a=1, b=2)
+    single = redirect_attr(mod, "a", 10).start()
+    group = combine(redirect_attr(mod, "b", 20)).start()
+    try:
+        for handle in (single, group):
+            with pytest.raises(AttributeError):
+                handle.stoped = True  # type: ignore[union-attr]
+            assert not hasattr(handle, "__dict__")
+    finally:
+        group.stop()
+        single.stop()
+    assert (mod.a, mod.b) == (1, 2)
+
+
 def test_active_stop_from_listing_ends_it() -> None:
     """An activation found through active() can be stopped; the with-block exit is then a no-op."""
     mod = types.ModuleType("m")
