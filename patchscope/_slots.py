@@ -255,14 +255,6 @@ class _PyClassSlot:
             return self._inherited_get(instance, owner)
         return bind(value, instance, owner)
 
-    def __call__(self, instance: object, /, *args: Any, **kwargs: Any) -> Any:
-        """``slot(instance, ...)``: the method call ``instance.<name>(...)`` through the class.
-
-        The C twin is a method descriptor, which the interpreter calls this
-        way for method calls, with no bound method made.
-        """
-        return self.__get__(instance, type(instance))(*args, **kwargs)
-
     def _chosen(self) -> Any:
         """The raw value this context sees: its own replacement, else the fallback.
 

@@ -220,45 +220,66 @@ class _CallableValue:
 
 
 @pytest.mark.parametrize("name", ["plain", "klass", "static"])
-def test_method_calls_through_a_class_slot_match_the_unredirected_ones(name: str) -> None:
-    """``obj.m(...)`` in a context the slot does not redirect: what it gave before the slot.
+def test_calls_through_a_class_slot_match_the_unredirected_ones(name: str) -> None:
+    """``obj.m(...)`` and ``Class.m(...)`` in a context the slot does not redirect.
 
-    The C slot is a method descriptor, which the interpreter calls with the
-    instance first for method calls; every kind of original, the instance's
-    own attribute and keyword arguments go through that call unchanged.
+    Each gives what it gave before the slot, for every kind of original, by
+    instance and by class (the interpreter specializes both call forms), with
+    keyword arguments, and an instance's own attribute still wins.
     """
     obj = _Methods()
-    args: tuple[int, ...] = (1,)
-    before = getattr(obj, name)(*args)
-    before_class = getattr(_Methods, name)(*((obj, 1) if name == "plain" else args))
+
+    def calls() -> list[object]:
+        if name == "plain":
+            return [obj.plain(1), _Methods.plain(obj, 1), obj.plain(1, c=9), obj.plain(a=1, b=5)]
+        if name == "klass":
+            return [obj.klass(1), _Methods.klass(1), _Methods.klass(a=1)]
+        return [obj.static(1), _Methods.static(1), _Methods.static(a=1)]
+
+    def warm() -> list[object]:
+        for _ in range(64):  # past the interpreter's specializing threshold
+            seen = calls()
+        return seen
+
+    before = warm()
     raw = vars(_Methods)[name]
     redirect = patchscope.redirect_attr(_Methods, name, _CallableValue(), scope="context")
     with redirect:
-        slot = vars(_Methods)[name]
-        assert slot is not raw
+        assert vars(_Methods)[name] is not raw
         assert getattr(obj, name)(1) == ("callable", 1)  # this context's value: no binding
-
-        def elsewhere() -> list[object]:
-            seen = [getattr(obj, name)(*args)]
-            seen.append(getattr(_Methods, name)(*((obj, 1) if name == "plain" else args)))
-            if name == "plain":
-                seen.append(obj.plain(1, c=9))
-                seen.append(obj.plain(a=1, b=5))
-            return seen
-
-        seen = in_other_thread(elsewhere)
-        assert seen[:2] == [before, before_class]
-        if name == "plain":
-            assert seen[2:] == [("plain", obj, 1, 2, 9), ("plain", obj, 1, 5, 3)]
-            # Called as the interpreter calls a method descriptor: instance first.
-            assert in_other_thread(lambda: slot(obj, 4)) == ("plain", obj, 4, 2, 3)
-            with pytest.raises(TypeError):
-                in_other_thread(lambda: slot())
+        assert in_other_thread(warm) == before
         obj.__dict__[name] = lambda *a: ("own", a)  # an instance's own attribute still wins
         assert in_other_thread(lambda: getattr(obj, name)(7)) == ("own", (7,))
         del obj.__dict__[name]
-    assert getattr(obj, name)(*args) == before
+    assert warm() == before
     assert vars(_Methods)[name] is raw
+
+
+def test_class_attributes_read_through_a_class_slot_are_the_values() -> None:
+    """``Class.attr`` in a context the slot does not redirect: the value, never the slot.
+
+    Read often enough for the interpreter to specialize the read.
+    """
+
+    class Owner:
+        number = 1
+
+        def method(self) -> int:
+            return 1
+
+    def reads() -> list[object]:
+        for _ in range(64):
+            seen = [Owner.number, Owner.method, Owner().number]
+        return seen
+
+    before = reads()
+    with patchscope.combine(
+        patchscope.redirect_attr(Owner, "number", 2, scope="context"),
+        patchscope.redirect_attr(Owner, "method", lambda self: 2, scope="context"),
+    ):
+        assert reads()[0] == 2
+        assert in_other_thread(reads) == before
+    assert reads() == before
 
 
 def test_a_method_call_through_a_data_slot_keeps_the_data_descriptors_rules() -> None:

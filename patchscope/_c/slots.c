@@ -266,9 +266,6 @@ own_class(PyObject *module)
 /* ------------------------------------------------------------------------ */
 /* ClassSlot, DataClassSlot */
 
-static PyObject *cslot_call(PyObject *self, PyObject *const *args, size_t nargsf,
-                            PyObject *kwnames);
-
 static PyObject *
 cslot_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 {
@@ -292,7 +289,6 @@ cslot_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     self->fallback = ABSENT;
     Py_INCREF(ABSENT);
     self->displaced = ABSENT;
-    self->vectorcall = (vectorcallfunc)cslot_call;
     return (PyObject *)self;
 }
 
@@ -442,47 +438,6 @@ cslot_get(ClassSlotObject *self, PyObject *instance, PyObject *owner)
     return bound;
 }
 
-/* slot(instance, *args): what ``slot.__get__(instance, type(instance))(*args)``
- * gives (the twin of _slots._PyClassSlot.__call__).
- *
- * ClassSlot is a method descriptor (Py_TPFLAGS_METHOD_DESCRIPTOR): a method
- * call ``instance.name(...)`` through the class calls the slot with the
- * instance first, with no bound method made, and the interpreter's method
- * specializations keep working; a plain function is then called as the
- * bound method would call it. The flag is only right for a non-data
- * descriptor (DataClassSlot has its own __get__, so does not inherit it): an
- * instance's own __dict__ is looked at before the slot is called. */
-static PyObject *
-cslot_call(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *kwnames)
-{
-    ClassSlotObject *self = (ClassSlotObject *)op;
-    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
-    if (nargs < 1) {
-        PyErr_Format(PyExc_TypeError,
-                     "the slot of attribute %R is called with the instance first", self->name);
-        return NULL;
-    }
-    PyObject *instance = args[0], *owner = (PyObject *)Py_TYPE(instance);
-    PyObject *value = cslot_chosen(self);
-    if (value == NULL)
-        return NULL;
-    PyObject *result;
-    if (PyFunction_Check(value)) {
-        result = PyObject_Vectorcall(value, args, nargsf, kwnames);
-        Py_DECREF(value);
-        return result;
-    }
-    PyObject *bound = value == ABSENT ? cslot_inherited_get(self, instance, owner)
-                                      : bind_raw(value, instance, owner);
-    Py_DECREF(value);
-    if (bound == NULL)
-        return NULL;
-    result = PyObject_Vectorcall(bound, args + 1, (nargs - 1) | PY_VECTORCALL_ARGUMENTS_OFFSET,
-                                 kwnames);
-    Py_DECREF(bound);
-    return result;
-}
-
 static PyMemberDef cslot_members[] = {
     {"cls_ref", T_OBJECT, offsetof(ClassSlotObject, cls_ref), READONLY, NULL},
     {"name", T_OBJECT, offsetof(ClassSlotObject, name), READONLY, NULL},
@@ -497,10 +452,7 @@ PyTypeObject ClassSlotType = {
     .tp_name = "patchscope._speedups.ClassSlot",
     .tp_doc = "Non-data descriptor in a class's __dict__ (see _slots._PyClassSlot).",
     .tp_basicsize = sizeof(ClassSlotObject),
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC |
-                Py_TPFLAGS_METHOD_DESCRIPTOR | Py_TPFLAGS_HAVE_VECTORCALL,
-    .tp_vectorcall_offset = offsetof(ClassSlotObject, vectorcall),
-    .tp_call = PyVectorcall_Call,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
     .tp_new = cslot_new,
     .tp_setattro = refuse_delete,
     .tp_traverse = (traverseproc)cslot_traverse,

@@ -170,7 +170,6 @@ typedef struct {
 typedef struct {
     PyObject_HEAD
     PyObject *cls_ref, *name, *fallback, *displaced, *var;
-    vectorcallfunc vectorcall; /* C only: the call a method read makes (see cslot_call) */
 } ClassSlotObject;
 
 typedef struct {
