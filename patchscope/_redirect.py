@@ -110,7 +110,7 @@ class _PyRedirectCore:
         self._key: tuple[int, str] | None = (
             None if name is None or type(target) is str else (id(target), name)
         )
-        self._slot: Any = None  # constructions: the dispatcher this context's acts go on
+        self._slot: Any = None  # constructions, calls: the dispatcher this context's acts go on
         self._spec: Any = None  # constructions: what is built, and for which classes
         self._prepared: Any = None  # the slot(s) its context activations installed last
 
@@ -139,6 +139,9 @@ def _new_activation(redirect: Any, target: object, code: Any, lasti: int) -> Any
     if spec is not None:
         # Constructions: what the dispatcher falls back to, refreshed now.
         spec.base[0] = inherited_new(target)  # type: ignore[arg-type]
+    if redirect._slot is not None:
+        # Context-scope constructions and calls: the dispatcher this
+        # context's activations go on.
         act._slot = redirect._slot
     return act
 

@@ -233,6 +233,7 @@ CORE_MODULES = frozenset(
         "_group",
         "_during",
         "_construct",
+        "_call",
         "_decorate",
         "_pairing",
     )
