@@ -35,9 +35,9 @@ import keyword
 import sys
 import types
 import weakref
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ._accel import ACCELERATED
+from ._accel import ACCELERATED, twin
 from ._errors import UnsupportedTargetError
 from ._redirect import Redirect, RedirectCore, activate, check_scope, with_enter, with_exit
 from ._registry import entries, section
@@ -56,18 +56,55 @@ _KINDS = _CO_GENERATOR | _CO_COROUTINE | _CO_ASYNC_GENERATOR
 _PLACEHOLDER = "patchscope:call-dispatcher"
 
 
-class CallDispatcher:
+class _PyCallDispatcherBase:
+    """The fields of a call dispatcher, and its choice: what a call of the function runs now.
+
+    ``code`` is the trampoline, ``shadow`` the function that runs the
+    original code, ``entries`` and ``key`` find the registry's entry, ``var``
+    holds this context's activations.
+    """
+
+    __slots__ = ("__weakref__", "code", "entries", "key", "shadow", "var")
+
+    def choose(self) -> Any:
+        """This context's innermost open activation's replacement, else the newest process one's.
+
+        Else the shadow of the original (rebuilt if the function's code was
+        replaced between two scopes).
+        """
+        for act in reversed(self.var.get()):
+            if act._slot is self and act.open:
+                return act._redirect._replacement
+        entry = self.entries.get(self.key)
+        if entry is None:
+            # No activation anywhere: a call that began as the last one ended.
+            return self.shadow
+        code = self.code
+        for act in reversed(entry.stack):
+            if act.open and act._slot is None and act._value is code:
+                return act._redirect._replacement
+        original = entry.original
+        if self.shadow.__code__ is not original and type(original) is types.CodeType:
+            # The function's code was replaced between two scopes.
+            self.shadow = _shadow(self.shadow, original)
+        return self.shadow
+
+
+# Twin: the C accelerator's CallDispatcherBase (call.c); keep in sync.
+if TYPE_CHECKING:
+    CallDispatcherBase = _PyCallDispatcherBase
+else:
+    CallDispatcherBase = twin(_PyCallDispatcherBase, "CallDispatcherBase")
+
+
+class CallDispatcher(CallDispatcherBase):
     """What a redirected function's trampoline calls: one per function (and parameter shape).
 
     Shared by all call redirects of the function, so nested and concurrent
-    activations install the identical trampoline. :meth:`choose` gives this
-    context's innermost open activation's replacement, else the most recently
-    entered open process-scope one's, else the shadow of the original.
-    ``entries`` and ``key`` find the registry's entry; ``code`` is the
-    trampoline.
+    activations install the identical trampoline (see ``choose``).
     """
 
-    __slots__ = ("__weakref__", "code", "entries", "func_ref", "key", "shadow", "shape", "var")
+    __slots__ = ("func_ref", "shape")
 
     # What the async-generator trampoline's ``except`` clauses name: reached
     # through the dispatcher, never through the function's globals.
@@ -83,38 +120,16 @@ class CallDispatcher:
         self.entries = entries
         self.shape = _shape(original)
         self.shadow = _shadow(func, original)
-        self.code: types.CodeType = _trampoline(original, self)
-
-    def choose(self) -> Any:
-        """What a call of the function runs now, in this context."""
-        for act in reversed(self.var.get()):
-            if act._slot is self and act.open:
-                return act._redirect._replacement
-        entry = self.entries.get(self.key)
-        if entry is None:
-            # No activation anywhere: a call that began as the last one ended.
-            return self.shadow
-        code = self.code
-        for act in reversed(entry.stack):
-            if act.open and act._slot is None and act._value is code:
-                return act._redirect._replacement
-        shadow = self.shadow
-        original = entry.original
-        if shadow.__code__ is not original and type(original) is types.CodeType:
-            # The function's code was replaced between two scopes.
-            func = self.func_ref()
-            if func is not None:
-                shadow = self.shadow = _shadow(func, original)
-        return shadow
+        self.code = _trampoline(original, self)
 
 
-def _shadow(func: types.FunctionType, code: types.CodeType) -> types.FunctionType:
-    """A function that runs *code* as *func* would: its globals, name and closure.
+def _shadow(model: types.FunctionType, code: types.CodeType) -> types.FunctionType:
+    """A function that runs *code* as *model* would: its globals, name and closure.
 
     The trampoline passes every parameter, so it needs no defaults.
     """
-    shadow = types.FunctionType(code, func.__globals__, func.__name__, None, func.__closure__)
-    shadow.__qualname__ = func.__qualname__
+    shadow = types.FunctionType(code, model.__globals__, model.__name__, None, model.__closure__)
+    shadow.__qualname__ = model.__qualname__
     return shadow
 
 
