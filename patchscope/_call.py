@@ -22,7 +22,8 @@ trampoline; in context scope each activation is also pushed onto
 
 The trampoline holds the dispatcher among its constants (a function's
 ``__globals__`` and ``__closure__`` are read-only, and its defaults must not
-change) and reaches it as ``<constant>.choose()``. Generators delegate with
+change), inside a carrier code object that torch.compile can trace, and calls
+``<carrier>.co_consts[0].choose()``. Generators delegate with
 ``yield from``, coroutines with ``await``, and async generators forward
 ``asend``/``athrow``/``aclose`` by hand; for those three kinds the choice is
 made when the body starts (the first ``next()``/``send()``/``await``), in the
@@ -52,8 +53,13 @@ _CO_ITERABLE_COROUTINE = 0x100
 _CO_ASYNC_GENERATOR = 0x200
 _KINDS = _CO_GENERATOR | _CO_COROUTINE | _CO_ASYNC_GENERATOR
 
-#: The constant the trampoline's source calls through, replaced by the dispatcher.
+#: The constant the trampoline's source reaches the dispatcher through, replaced
+#: by a carrier: a code object (never run) whose only constant is the dispatcher.
+#: torch.compile (Dynamo) traces a LOAD_CONST only of literals and code
+#: objects, and asserts on anything else; ``carrier.co_consts[0]`` it reads as
+#: any other attribute.
 _PLACEHOLDER = "patchscope:call-dispatcher"
+_CARRIER = compile(repr(_PLACEHOLDER), "<patchscope call dispatcher>", "eval")
 
 
 class _PyCallDispatcherBase:
@@ -199,11 +205,12 @@ def _trampoline(original: types.CodeType, disp: CallDispatcher) -> types.CodeTyp
     args += [f"{k}={k}" for k in kwonly]
     if varkw:
         args.append(f"**{varkw}")
-    call = f"{_PLACEHOLDER!r}.choose()({', '.join(args)})"
+    disp_expr = f"{_PLACEHOLDER!r}.co_consts[0]"
+    call = f"{disp_expr}.choose()({', '.join(args)})"
     flags = original.co_flags
     if flags & _CO_ASYNC_GENERATOR:
         agen, value, sent, exc = (_unique(taken, n) for n in ("agen", "value", "sent", "exc"))
-        ph = repr(_PLACEHOLDER)
+        ph = disp_expr
         body = [
             "async def trampoline({params}):",
             f"    {agen} = {call}",
@@ -245,7 +252,8 @@ def _trampoline(original: types.CodeType, disp: CallDispatcher) -> types.CodeTyp
     module = compile(source, original.co_filename, "exec", dont_inherit=True)
     outer = next(c for c in module.co_consts if isinstance(c, types.CodeType))
     code = next(c for c in outer.co_consts if isinstance(c, types.CodeType))
-    consts = tuple(disp if type(c) is str and c == _PLACEHOLDER else c for c in code.co_consts)
+    carrier = _CARRIER.replace(co_consts=(disp,))
+    consts = tuple(carrier if type(c) is str and c == _PLACEHOLDER else c for c in code.co_consts)
     changes: dict[str, Any] = {
         "co_consts": consts,
         "co_name": original.co_name,
@@ -267,8 +275,10 @@ def dispatcher_of(code: object) -> CallDispatcher | None:
     """The dispatcher whose trampoline *code* is, else None."""
     if type(code) is types.CodeType:
         for const in code.co_consts:
-            if type(const) is CallDispatcher and const.code is code:
-                return const
+            if type(const) is types.CodeType and const.co_filename == _CARRIER.co_filename:
+                disp = const.co_consts[0] if const.co_consts else None
+                if type(disp) is CallDispatcher and disp.code is code:
+                    return disp
     return None
 
 
@@ -420,8 +430,8 @@ def redirect_call(func: Any, replacement: Any, *, scope: str = "context") -> Red
 def original(func: Any) -> Any:
     """A function that runs *func*'s original code, even while calls of *func* are redirected.
 
-    It has *func*'s globals, closure, name, defaults and keyword defaults as
-    they are now; call it from a replacement that wraps *func*. For a
+    It has *func*'s globals, closure, name, defaults, keyword defaults and
+    annotations as they are now (so the same signature); call it from a replacement that wraps *func*. For a
     function nothing redirects it runs what *func* runs.
 
     Thread-safe: the original is read under the registry's lock.
@@ -437,4 +447,9 @@ def original(func: Any) -> Any:
     made.__doc__ = function.__doc__
     if function.__kwdefaults__ is not None:
         made.__kwdefaults__ = dict(function.__kwdefaults__)
+    if hasattr(function, "__annotate__"):
+        # 3.14+: annotations are evaluated on first access (PEP 649); keep them lazy.
+        made.__annotate__ = function.__annotate__
+    else:
+        made.__annotations__ = function.__annotations__
     return made

@@ -49,7 +49,8 @@ reshadow(PyObject *shadow, PyObject *code)
     PyObject *made = PyFunction_NewWithQualName(code, model->func_globals, model->func_qualname);
     if (made == NULL)
         return NULL;
-    if (PyFunction_SetClosure(made, model->func_closure) < 0) {
+    PyObject *closure = model->func_closure != NULL ? model->func_closure : Py_None;
+    if (PyFunction_SetClosure(made, closure) < 0) {
         Py_DECREF(made);
         return NULL;
     }
