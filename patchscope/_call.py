@@ -32,6 +32,7 @@ context that starts it, since calling them runs none of their code.
 
 from __future__ import annotations
 
+import contextvars
 import keyword
 import sys
 import types
@@ -71,6 +72,11 @@ class _PyCallDispatcherBase:
     """
 
     __slots__ = ("__weakref__", "code", "entries", "key", "shadow", "var")
+    code: types.CodeType
+    entries: dict[Any, Any]
+    key: tuple[int, str]
+    shadow: Any  # a function (a FunctionType annotation would read as a method)
+    var: contextvars.ContextVar[tuple[Any, ...]]
 
     def choose(self) -> Any:
         """This context's innermost open activation's replacement, else the newest process one's.
@@ -333,7 +339,9 @@ class CallRedirect(Redirect, RedirectCore):
     __exit__ = with_exit
 
     def __repr__(self) -> str:
-        return f"redirect_call({describe(self._target)}, {self._replacement!r}, scope={self._scope!r})"
+        return (
+            f"redirect_call({describe(self._target)}, {self._replacement!r}, scope={self._scope!r})"
+        )
 
 
 _C_CALLABLES = (
@@ -431,8 +439,9 @@ def original(func: Any) -> Any:
     """A function that runs *func*'s original code, even while calls of *func* are redirected.
 
     It has *func*'s globals, closure, name, defaults, keyword defaults and
-    annotations as they are now (so the same signature); call it from a replacement that wraps *func*. For a
-    function nothing redirects it runs what *func* runs.
+    annotations as they are now (so the same signature); call it from a
+    replacement that wraps *func*. For a function nothing redirects it runs
+    what *func* runs.
 
     Thread-safe: the original is read under the registry's lock.
     """
@@ -449,7 +458,7 @@ def original(func: Any) -> Any:
         made.__kwdefaults__ = dict(function.__kwdefaults__)
     if hasattr(function, "__annotate__"):
         # 3.14+: annotations are evaluated on first access (PEP 649); keep them lazy.
-        made.__annotate__ = function.__annotate__
+        made.__annotate__ = function.__annotate__  # type: ignore[attr-defined]
     else:
         made.__annotations__ = function.__annotations__
     return made

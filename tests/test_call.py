@@ -728,3 +728,62 @@ def test_torch_compile_gives_eager_results() -> None:
         with redirect_call(scale, triple, scope="process"):
             assert torch.equal(fresh_compiled(x), x * 3 + 1)
         assert torch.equal(fresh_compiled(x), x * 2 + 1)
+
+
+# ---------------------------------------------------------------------------
+# parity of the two builds
+
+
+_OPS = st.lists(
+    st.one_of(
+        st.tuples(st.just("start"), st.sampled_from(["context", "process"])),
+        st.tuples(st.just("stop"), st.integers(0, 7)),
+        st.tuples(st.just("rebind"), st.just(0)),
+    ),
+    max_size=12,
+)
+
+
+@pytest.mark.skipif(not patchscope.ACCELERATED, reason="compares the C build with pure Python")
+@given(_OPS)
+def test_both_builds_call_the_same_things(ops: list[tuple[str, Any]]) -> None:
+    """The same operations on twin functions, one per build, give the same observables."""
+    from _pure import load as load_pure
+
+    builds = (patchscope, load_pure())
+    funcs = [fresh() for _ in builds]
+    codes = [f.__code__ for f in funcs]
+    live: list[list[Any]] = [[], []]
+
+    def observe(i: int) -> tuple[Any, ...]:
+        func = funcs[i]
+        ours = [a for a in builds[i].active() if a.target is func]
+        return (
+            func(0),
+            in_other_thread(lambda: func(0)),
+            func.__code__ is codes[i],
+            [(a.scope, a.replacement(0)) for a in ours],
+        )
+
+    def apply(i: int, op: str, arg: Any, n: int) -> list[str]:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            if op == "start":
+                redirect = builds[i].redirect_call(funcs[i], lambda x, n=n: n, scope=arg)
+                live[i].append(redirect.start())
+            elif op == "stop" and live[i]:
+                live[i].pop(arg % len(live[i])).stop()
+            elif op == "rebind":
+                funcs[i].__code__ = fresh("return -1").__code__
+        return [type(w.message).__name__ for w in caught]
+
+    try:
+        for n, (op, arg) in enumerate(ops):
+            assert apply(0, op, arg, n) == apply(1, op, arg, n)
+            assert observe(0) == observe(1)
+    finally:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            for i in (0, 1):
+                for handle in live[i]:
+                    handle.stop()
