@@ -7,6 +7,7 @@ import copy
 import functools
 import inspect
 import pickle
+import sys
 import threading
 import types
 import warnings
@@ -601,6 +602,57 @@ def test_code_replaced_between_scopes_is_the_new_original() -> None:
             assert in_other_thread(lambda: func(2)) == -2
         assert in_other_thread(lambda: func(2)) == 20
     assert func.__code__ is new
+
+
+def test_code_of_another_shape_between_scopes_gets_its_own_trampoline() -> None:
+    """New parameters after a scope: the next redirect passes those, and restores that code."""
+    func = fresh("return x", "x")
+    with redirect_call(func, record):
+        assert func(1) == ("replacement", (1,), {})
+    func.__code__ = new = fresh("return (x, y)", "x, *, y").__code__
+    func.__kwdefaults__ = {"y": 2}
+    with redirect_call(func, record):
+        assert func(1) == ("replacement", (1,), {"y": 2})
+        assert in_other_thread(lambda: func(1)) == (1, 2)
+    assert func.__code__ is new
+
+
+def test_original_sees_through_a_trampoline_nothing_accounts_for() -> None:
+    """A trampoline left on a function (after a fault) still leads original() to the real code."""
+    func = fresh()
+    code = func.__code__
+    with redirect_call(func, negate):
+        trampoline = func.__code__
+    func.__code__ = trampoline
+    try:
+        assert original(func)(1) == 2
+        assert original(func).__code__ is code
+    finally:
+        func.__code__ = code
+
+
+def test_original_carries_the_function_names() -> None:
+    """Its name, qualified name and module are the function's."""
+    made = original(Owner.method)
+    assert (made.__name__, made.__qualname__, made.__module__) == (
+        "method",
+        "Owner.method",
+        __name__,
+    )
+
+
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="co_qualname is new in 3.11")
+def test_trampoline_carries_the_qualified_name_for_tracebacks() -> None:
+    """Tracebacks through the trampoline name the function as its own code does."""
+    with redirect_call(Owner.method, negate):
+        assert Owner.method.__code__.co_qualname == "Owner.method"
+
+
+def test_parameters_a_call_cannot_pass_are_refused() -> None:
+    """A generator expression's code takes '.0': no call can pass it by name."""
+    made = types.FunctionType((x for x in ()).gi_code, {})
+    with pytest.raises(UnsupportedTargetError, match=r"'\.0'"):
+        redirect_call(made, negate)
 
 
 # ---------------------------------------------------------------------------
