@@ -66,13 +66,16 @@ _CARRIER = compile(repr(_PLACEHOLDER), "<patchscope call dispatcher>", "eval")
 class _PyCallDispatcherBase:
     """The fields of a call dispatcher, and its choice: what a call of the function runs now.
 
-    ``code`` is the trampoline, ``shadow`` the function that runs the
-    original code, ``entries`` and ``key`` find the registry's entry, ``var``
-    holds this context's activations.
+    ``code_ref`` is a weak reference to the trampoline (which holds the
+    dispatcher among its constants: code objects are invisible to the
+    garbage collector, so a strong one would be a cycle never collected),
+    ``shadow`` the function that runs the original code, ``entries`` and
+    ``key`` find the registry's entry, ``var`` holds this context's
+    activations.
     """
 
-    __slots__ = ("__weakref__", "code", "entries", "key", "shadow", "var")
-    code: types.CodeType
+    __slots__ = ("__weakref__", "code_ref", "entries", "key", "shadow", "var")
+    code_ref: weakref.ref[types.CodeType]
     entries: dict[Any, Any]
     key: tuple[int, str]
     shadow: Any  # a function (a FunctionType annotation would read as a method)
@@ -91,9 +94,10 @@ class _PyCallDispatcherBase:
         if entry is None:
             # No activation anywhere: a call that began as the last one ended.
             return self.shadow
-        code = self.code
         for act in reversed(entry.stack):
-            if act.open and act._slot is None and act._value is code:
+            if act.open and act._slot is None and act._value is self.code_ref():
+                # The newest open process-scope call activation (not some
+                # other redirect of this function's __code__).
                 return act._redirect._replacement
         original = entry.original
         if self.shadow.__code__ is not original and type(original) is types.CodeType:
@@ -132,7 +136,6 @@ class CallDispatcher(CallDispatcherBase):
         self.entries = entries
         self.shape = _shape(original)
         self.shadow = _shadow(func, original)
-        self.code = _trampoline(original, self)
 
 
 def _shadow(model: types.FunctionType, code: types.CodeType) -> types.FunctionType:
@@ -283,7 +286,7 @@ def dispatcher_of(code: object) -> CallDispatcher | None:
         for const in code.co_consts:
             if type(const) is types.CodeType and const.co_filename == _CARRIER.co_filename:
                 disp = const.co_consts[0] if const.co_consts else None
-                if type(disp) is CallDispatcher and disp.code is code:
+                if type(disp) is CallDispatcher and disp.code_ref() is code:
                     return disp
     return None
 
@@ -299,14 +302,27 @@ def _original_code(func: types.FunctionType) -> types.CodeType:
     return disp.shadow.__code__ if disp is not None else code
 
 
-def _dispatcher(func: types.FunctionType) -> CallDispatcher:
-    """The function's shared dispatcher, made on first use; under the registry lock."""
+def _dispatcher(func: types.FunctionType) -> tuple[CallDispatcher, types.CodeType]:
+    """The function's shared dispatcher and its trampoline, made on first use.
+
+    Under the registry lock. Whatever keeps a dispatcher alive (a redirect,
+    an installed trampoline) keeps its trampoline alive too, but only the
+    caller holds a new one's until a redirect takes it.
+    """
     with section:
         original = _original_code(func)
         disp = _dispatchers.get(id(func))
-        if disp is None or disp.func_ref() is not func or disp.shape != _shape(original):
+        code = disp.code_ref() if disp is not None else None
+        if (
+            disp is None
+            or code is None
+            or disp.func_ref() is not func
+            or disp.shape != _shape(original)
+        ):
             disp = _dispatchers[id(func)] = CallDispatcher(func, original)
-        return disp
+            code = _trampoline(original, disp)
+            disp.code_ref = weakref.ref(code)
+        return disp, code
 
 
 class CallRedirect(Redirect, RedirectCore):
@@ -317,7 +333,7 @@ class CallRedirect(Redirect, RedirectCore):
 
     def __init__(self, func: types.FunctionType, replacement: Any, scope: str) -> None:
         RedirectCore.__init__(self)
-        disp = _dispatcher(func)
+        disp, code = _dispatcher(func)
         self._name = "__code__"
         self._create = False
         # Context scope is the dispatcher's business: the registry installs the
@@ -326,7 +342,7 @@ class CallRedirect(Redirect, RedirectCore):
         self._target = func
         self._replacement = replacement
         self._scope = scope
-        self._value = disp.code
+        self._value = code
         self._key = disp.key  # the dispatcher's own key object: compared by identity
         if scope == "context":
             self._slot = disp

@@ -5,12 +5,14 @@ from __future__ import annotations
 import asyncio
 import copy
 import functools
+import gc
 import inspect
 import pickle
 import sys
 import threading
 import types
 import warnings
+import weakref
 from collections.abc import AsyncGenerator, Generator
 from typing import Any
 
@@ -653,6 +655,27 @@ def test_parameters_a_call_cannot_pass_are_refused() -> None:
     made = types.FunctionType((x for x in ()).gi_code, {})
     with pytest.raises(UnsupportedTargetError, match=r"'\.0'"):
         redirect_call(made, negate)
+
+
+def test_a_dead_function_takes_its_dispatcher_and_trampoline_with_it() -> None:
+    """Nothing of a redirect outlives the function and the redirect (code objects are not GC'd)."""
+    from patchscope._call import dispatcher_of
+
+    def make() -> Any:
+        def inner(x: int) -> int:
+            return x
+
+        return inner
+
+    func = make()
+    redirect = redirect_call(func, negate)
+    with redirect:
+        disp = weakref.ref(dispatcher_of(func.__code__))  # type: ignore[arg-type]
+        trampoline = weakref.ref(func.__code__)
+        assert func(1) == -1
+    del func, redirect
+    gc.collect()
+    assert disp() is None and trampoline() is None
 
 
 # ---------------------------------------------------------------------------

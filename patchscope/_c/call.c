@@ -7,7 +7,7 @@
 typedef struct {
     PyObject_HEAD
     PyObject *weakrefs;
-    PyObject *code, *entries, *key, *shadow, *var;
+    PyObject *code_ref, *entries, *key, *shadow, *var; /* code_ref: weak, to the trampoline */
     PyObject *hashed_key; /* the key key_hash belongs to (Python code sets key) */
     Py_hash_t key_hash;
 } CallDispObject;
@@ -18,7 +18,7 @@ call_disp_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     CallDispObject *self = (CallDispObject *)type->tp_alloc(type, 0);
     if (self == NULL)
         return NULL;
-    PyObject **fields[] = {&self->code, &self->entries, &self->key, &self->shadow, &self->var,
+    PyObject **fields[] = {&self->code_ref, &self->entries, &self->key, &self->shadow, &self->var,
                            &self->hashed_key};
     for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {
         Py_INCREF(Py_None);
@@ -103,9 +103,15 @@ call_disp_choose(CallDispObject *self, PyObject *unused)
     PyObject *stack = ((EntryObject *)entry)->stack;
     for (Py_ssize_t i = PyList_GET_SIZE(stack) - 1; i >= 0; i--) {
         PyObject *act = PyList_GET_ITEM(stack, i);
-        if (IS_ACT(act) && ((ActObject *)act)->open && ((ActObject *)act)->slot == Py_None &&
-            ((ActObject *)act)->value == self->code)
-            return replacement_of((ActObject *)act);
+        if (IS_ACT(act) && ((ActObject *)act)->open && ((ActObject *)act)->slot == Py_None) {
+            /* The newest open process-scope call activation (not some other
+             * redirect of this function's __code__). */
+            PyObject *code = PyWeakref_Check(self->code_ref) ? get_ref(self->code_ref) : NULL;
+            int ours = code != NULL && ((ActObject *)act)->value == code;
+            Py_XDECREF(code);
+            if (ours)
+                return replacement_of((ActObject *)act);
+        }
     }
     PyObject *original = ((EntryObject *)entry)->original;
     if (((PyFunctionObject *)self->shadow)->func_code != original && PyCode_Check(original)) {
@@ -122,7 +128,7 @@ call_disp_choose(CallDispObject *self, PyObject *unused)
 static int
 call_disp_traverse(CallDispObject *self, visitproc visit, void *arg)
 {
-    Py_VISIT(self->code);
+    Py_VISIT(self->code_ref);
     Py_VISIT(self->entries);
     Py_VISIT(self->key);
     Py_VISIT(self->shadow);
@@ -134,7 +140,7 @@ call_disp_traverse(CallDispObject *self, visitproc visit, void *arg)
 static int
 call_disp_clear(CallDispObject *self)
 {
-    Py_CLEAR(self->code);
+    Py_CLEAR(self->code_ref);
     Py_CLEAR(self->entries);
     Py_CLEAR(self->key);
     Py_CLEAR(self->shadow);
@@ -154,7 +160,7 @@ call_disp_dealloc(CallDispObject *self)
 }
 
 static PyMemberDef call_disp_members[] = {
-    {"code", T_OBJECT, offsetof(CallDispObject, code), 0, NULL},
+    {"code_ref", T_OBJECT, offsetof(CallDispObject, code_ref), 0, NULL},
     {"entries", T_OBJECT, offsetof(CallDispObject, entries), 0, NULL},
     {"key", T_OBJECT, offsetof(CallDispObject, key), 0, NULL},
     {"shadow", T_OBJECT, offsetof(CallDispObject, shadow), 0, NULL},
