@@ -450,6 +450,44 @@ def _other_context_rows() -> list[tuple[str, float, float]]:
     return rows
 
 
+def call_plain(x: int) -> int:
+    return x
+
+
+def call_redirected(x: int) -> int:
+    return x
+
+
+def call_ended(x: int) -> int:
+    return x
+
+
+def _call_rows() -> list[tuple[str, float, float]]:
+    """(case, plain-call ns, ns) for calls of a function that redirect_call reaches.
+
+    The baseline is a plain call of an untouched function of the same shape,
+    timed alternately: first with a context-scope redirect_call of it live in
+    one other thread, then after the last activation of it ended.
+    """
+    rows = [
+        _while_held(
+            patchscope.redirect_call(call_redirected, lambda x: -x),
+            lambda: call_redirected(1),
+            lambda: call_plain(1),
+            "func(1) [redirect_call]",
+        )
+    ]
+    with patchscope.redirect_call(call_ended, lambda x: -x):
+        pass
+    rows.append(
+        (
+            "func(1), after its last redirect_call ended",
+            *_side_by_side(lambda: call_ended(1), lambda: call_plain(1)),
+        )
+    )
+    return rows
+
+
 #: (figure, measured, target, "<=" or ">=") for the summary.
 Target = tuple[str, float, float, str]
 
@@ -515,7 +553,7 @@ def main() -> None:
     print(f"Python {sys.version.split()[0]}, patchscope {accelerated}, best of {REPEAT} samples")
     print()
     if "--other-threads" in sys.argv:  # only the table of reads from other threads
-        print_other_rows(_other_context_rows())
+        print_other_rows(_other_context_rows() + _call_rows())
         return
     table = print_enter_exit(enter_exit_rows())
     for other in ("unittest.mock.patch.object", "pytest MonkeyPatch.context"):
@@ -536,7 +574,8 @@ def main() -> None:
         print(f"{name:44} {plain:9.0f} {decorated:9.0f} {decorated / plain:7.2f}")
     print()
     other_rows = _other_context_rows()
-    print_other_rows(other_rows)
+    call_rows = _call_rows()
+    print_other_rows(other_rows + call_rows)
     pure = pure_python_ratios() if patchscope.ACCELERATED else table
     print()
     inline = table["patchscope process, inline redirect_attr(...)"]
@@ -579,6 +618,8 @@ def main() -> None:
         )
     for name, direct, redirected in other_rows[:-2]:
         targets.append((f"other threads: {name}", redirected / direct, 1.5, "<="))
+    for name, direct, redirected in call_rows:
+        targets.append((f"calls: {name}", redirected / direct, 2.0, "<="))
     print("targets")
     print(f"{'figure':52} {'measured':>9} {'target':>9}")
     for name, got, want, how in targets:

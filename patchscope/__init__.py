@@ -2,7 +2,8 @@
 
 ``redirect_attr`` rebinds a name (process-wide or only for the current thread
 or asyncio task), ``redirect_construction`` intercepts every construction of a
-class through any alias, ``combine`` and ``during`` group and attach redirects,
+class through any alias, ``redirect_call`` every call of a Python function
+through any name bound to it, ``combine`` and ``during`` group and attach redirects,
 and ``active()`` lists what is live; ``redirect_attr(target, name, DELETE)``
 hides an attribute while active. Every public object here is thread-safe;
 see each docstring for its contract. ``import patchscope`` imports neither
@@ -21,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ._accel import ACCELERATED
+    from ._call import original, redirect_call
     from ._construct import redirect_construction
     from ._during import deferred, during
     from ._errors import (
@@ -50,8 +52,10 @@ def _load() -> None:
     global ACCELERATED, DELETE, Activation, ActivationGroup, Redirect
     global AttributeMissingError, PatchscopeError, RedirectConflictWarning, RestoreError
     global TargetNotWritableError, TargetResolutionError, UnsupportedTargetError
-    global active, combine, deferred, during, exclusive, redirect_attr, redirect_construction
+    global active, combine, deferred, during, exclusive, original
+    global redirect_attr, redirect_call, redirect_construction
     from ._accel import ACCELERATED
+    from ._call import original, redirect_call
     from ._construct import redirect_construction
     from ._during import deferred, during
     from ._errors import (
@@ -103,6 +107,8 @@ __all__ = [
     "deferred",
     "during",
     "exclusive",
+    "original",
     "redirect_attr",
+    "redirect_call",
     "redirect_construction",
 ]

@@ -114,7 +114,7 @@ class _PyRedirectCore:
         self._key: tuple[int, str] | None = (
             None if name is None or type(target) is str else (id(target), name)
         )
-        self._slot: Any = None  # constructions: the dispatcher this context's acts go on
+        self._slot: Any = None  # constructions, calls: the dispatcher this context's acts go on
         self._spec: Any = None  # constructions: what is built, and for which classes
         self._prepared: Any = None  # the slot(s) its context activations installed last
 
@@ -165,6 +165,9 @@ def activate_locked(redirect: Any, code: Any, lasti: int, outcomes: list[Any]) -
     if spec is not None:
         # Constructions: what the dispatcher falls back to, refreshed now.
         spec.base[0] = inherited_new(target)
+    if redirect._slot is not None:
+        # Context-scope constructions and calls: the dispatcher this
+        # context's activations go on.
         act._slot = redirect._slot
     outcomes.append((act, True, enter_locked(act, target), None))
     return act

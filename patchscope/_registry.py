@@ -332,6 +332,7 @@ CORE_MODULES = frozenset(
         "_group",
         "_during",
         "_construct",
+        "_call",
         "_decorate",
         "_pairing",
     )

@@ -68,6 +68,7 @@ CORE_MODULES = (
     "_pairing.py",
     "_redirect.py",
     "_construct.py",
+    "_call.py",
     "_decorate.py",
     "_slots.py",
     "_cpython.py",

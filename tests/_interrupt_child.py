@@ -39,7 +39,7 @@ class Token:
 
 
 class Targets:
-    """A fresh module, class and constructed class, and their originals."""
+    """A fresh module, class, constructed class and called function, and their originals."""
 
     def __init__(self) -> None:
         self.mod = types.ModuleType("interrupt_target")
@@ -52,8 +52,13 @@ class Targets:
             def __init__(self, *args: object) -> None:
                 self.args = args
 
+        def called() -> object:
+            return "called"
+
         self.cls = Klass
         self.built = Built
+        self.called = called
+        self.called_code = called.__code__
         self.before = [(o, dict(vars(o)), type(o)) for o in (self.mod, Klass, Built)]
 
     def problems(self) -> list[str]:
@@ -89,11 +94,26 @@ class Targets:
             except Exception as exc:
                 seen.append(exc)
 
-        thread = threading.Thread(target=construct)
-        thread.start()
-        thread.join(10)
-        if seen != [self.built]:
-            found.append(f"Built(2) in another thread gives {seen!r}")
+        def call() -> None:
+            try:
+                seen.append(self.called())
+            except Exception as exc:
+                seen.append(exc)
+
+        for run in (construct, call):
+            thread = threading.Thread(target=run)
+            thread.start()
+            thread.join(10)
+        if seen != [self.built, "called"]:
+            found.append(f"Built(2), called() in another thread give {seen!r}")
+        if self.called.__code__ is not self.called_code:
+            found.append(f"called.__code__ is {self.called.__code__!r}")
+        try:
+            result: object = self.called()
+        except Exception as exc:
+            result = exc
+        if result != "called":
+            found.append(f"called() gives {result!r}")
         live = self.live()
         if live:
             found.append(f"active() lists {len(live)}")
@@ -101,7 +121,7 @@ class Targets:
 
     def live(self) -> list[patchscope.Activation]:
         """The live activations of this trial's targets (a leaked trial keeps its own)."""
-        owners = [id(owner) for owner, _, _ in self.before]
+        owners = [id(owner) for owner, _, _ in self.before] + [id(self.called)]
         live = []
         for act in patchscope.active():
             try:
@@ -133,6 +153,8 @@ def shapes(t: Targets) -> dict[str, Callable[[], Any]]:
     cons_c = patchscope.redirect_construction(t.built, Replacement)
     cons_p = patchscope.redirect_construction(t.built, Replacement, scope="process")
     group = patchscope.combine(rp, rcc, cons_c)
+    call_c = patchscope.redirect_call(t.called, Replacement)
+    call_p = patchscope.redirect_call(t.called, Replacement, scope="process")
 
     def with_process() -> None:
         with rp:
@@ -185,6 +207,27 @@ def shapes(t: Targets) -> dict[str, Callable[[], Any]]:
         with cons_p:
             t.built()
 
+    def call_context() -> None:
+        with call_c:
+            t.called()
+
+    def call_process() -> None:
+        with call_p:
+            t.called()
+
+    def call_nested() -> None:
+        with call_p:
+            with call_c:
+                t.called()
+
+    def call_inline() -> None:
+        with patchscope.redirect_call(t.called, Replacement):
+            t.called()
+
+    @call_c
+    def decorated_call() -> object:
+        return t.called()
+
     @rp
     def decorated_process() -> object:
         return t.mod.attr
@@ -228,6 +271,11 @@ def shapes(t: Targets) -> dict[str, Callable[[], Any]]:
         "combine": combined,
         "construction_context": construction_context,
         "construction_process": construction_process,
+        "call_context": call_context,
+        "call_process": call_process,
+        "call_nested": call_nested,
+        "call_inline": call_inline,
+        "call_decorated": decorated_call,
         "decorated_call_process": decorated_process,
         "decorated_call_context": decorated_context,
         "decorated_generator": generator,

@@ -154,6 +154,15 @@ class _Attr:
     """The value of _WithMethod.attr: an object only these tests refer to."""
 
 
+def _called(x: int) -> int:
+    """A function whose calls are redirected in both scopes."""
+    return x
+
+
+def _call_replacement(x: int) -> int:
+    return -x
+
+
 class _WithMethod:
     """A class whose method and attribute are redirected in context scope."""
 
@@ -179,14 +188,20 @@ def _every_path(mod: types.ModuleType, replacement: object) -> None:
     method = patchscope.redirect_attr(_WithMethod, "method", lambda self: "r", scope="context")
     attr = patchscope.redirect_attr(_WithMethod, "attr", replacement, scope="context")
     by_path = patchscope.redirect_attr(f"{__name__}._TARGET", "value", replacement)
+    call = patchscope.redirect_call(_called, _call_replacement)
+    call_everywhere = patchscope.redirect_call(_called, _call_replacement, scope="process")
 
     def other_thread_reads() -> None:  # the C paths that serve other threads
         assert mod.value == "orig" and _WithMethod().method() == "method"
         assert type(_WithMethod.attr) is _Attr and type(_Built()) is _Built
         assert _BuiltDict(a=1) == {"a": 1} and _DictBuilt(b=2) == {"b": 2}
+        assert _called(1) == 1
 
-    with context, method, attr, construction, dict_construction:
+    with context, method, attr, construction, dict_construction, call:
+        assert _called(1) == -1
         in_other_thread(other_thread_reads)
+    with call_everywhere:
+        assert _called(1) == -1
     with everywhere:
         assert isinstance(_Built(), _Replacement) and type(_BuiltDict()) is _BuiltDict
 
@@ -239,6 +254,9 @@ def test_no_path_leaks_activations_entries_or_values() -> None:
         _Replacement,
         vars(_WithMethod)["method"],
         vars(_WithMethod)["attr"],
+        _called,
+        _called.__code__,
+        _call_replacement,
         dict.__new__,
         object.__new__,
     ]

@@ -273,3 +273,44 @@ if __name__ == "__main__":
     )
     for report in inconsistent[:3]:
         print("   ", report[:300])
+
+
+def test_child_calls_through_call_redirects_it_inherited_and_ends_them() -> None:
+    """A child forked while another thread holds call redirects calls what the parent would."""
+
+    def func() -> str:
+        return "original"
+
+    code = func.__code__
+    handles: list[patchscope.Activation] = []
+    held, release = threading.Event(), threading.Event()
+
+    def hold_activations() -> None:
+        handles.append(patchscope.redirect_call(func, lambda: "process", scope="process").start())
+        handles.append(patchscope.redirect_call(func, lambda: "context").start())
+        held.set()
+        release.wait(TIMEOUT)
+        for handle in handles:
+            handle.stop()
+
+    def child() -> None:
+        # The holder's context activation is not this context's.
+        assert func() == "process"
+        with patchscope.redirect_call(func, lambda: "child"):
+            assert func() == "child"
+        assert func() == "process"
+        for handle in handles:
+            handle.stop()
+        assert patchscope.active() == ()
+        assert func.__code__ is code and func() == "original"
+
+    holder = threading.Thread(target=hold_activations, name="call-holder")
+    holder.start()
+    try:
+        assert held.wait(TIMEOUT), "the holder thread did not start its activations"
+        run_in_child(child)
+    finally:
+        release.set()
+        holder.join(TIMEOUT)
+    assert not holder.is_alive()
+    assert func.__code__ is code and patchscope.active() == ()

@@ -153,11 +153,11 @@ PyInit__speedups(void)
                              &EntryType,     &RCoreType,         &GCoreType,
                              &ModuleSlotType, &ClassSlotType,    &DataClassSlotType,
                              &DispType,      &GuardType,         &CallWrapperType,
-                             &FactoryType};
+                             &FactoryType,   &CallDispType};
     const char *names[] = {"RLock",      "ActivationBase", "GroupBase",     "Entry",
                            "RedirectCore", "GroupCore",    "ModuleSlot",    "ClassSlot",
                            "DataClassSlot", "Dispatcher",  "Guard",         "CallWrapper",
-                           "AttrFactory"};
+                           "AttrFactory",  "CallDispatcherBase"};
     PyObject *module = PyModule_Create(&speedups_module);
     if (module == NULL)
         return NULL;

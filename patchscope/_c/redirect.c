@@ -71,8 +71,9 @@ prepare(RCoreObject *redirect, PyObject *code, int lasti)
             Py_DECREF(act);
             return NULL;
         }
-        set_field(&act->slot, redirect->slot);
     }
+    if (redirect->slot != Py_None) /* context-scope constructions and calls */
+        set_field(&act->slot, redirect->slot);
     return act;
 }
 

@@ -1112,6 +1112,8 @@ slot_var(PyObject *slot)
         return ((ClassSlotObject *)slot)->var;
     if (tp == &DispType)
         return ((DispObject *)slot)->var;
+    if (slot != Py_None)
+        return cfg.activations; /* a call dispatcher: it reads _slots.ACTIVATIONS too */
     return NULL;
 }
 

@@ -26,6 +26,7 @@
  *                                                      _redirect._py_activate, ... (both kinds)
  *                AttrFactory(reference, ...)           _redirect.redirect_attr (the reference)
  *   decorate.c   Guard, CallWrapper                    _decorate._PyGuard, _PyCallWrapper
+ *   call.c       CallDispatcherBase (its choose())     _call._PyCallDispatcherBase
  *   cpython.c    preset_new, repair_new                _cpython._py_preset_new, _py_repair_new
  *   snapshot.c   same_namespace                        testing._snapshot._py_same_namespace
  *
@@ -145,6 +146,7 @@ typedef struct {
 } GCoreObject;
 
 extern PyTypeObject ActType, GroupHandleType, EntryType, RCoreType, GCoreType;
+extern PyTypeObject CallDispType; /* call.c */
 
 /* Type checks that look at the direct base first: the handle and redirect
  * classes are direct subclasses of these records. */
