@@ -9,7 +9,7 @@
    the module costs with no per-construction patching at all.
 2. A function decorated with ``@device_namespace()`` or ``@device_events()``:
    microseconds per call over the bare function (target for
-   ``@device_namespace()``: at most 1.5 us on a non-CUDA device).
+   ``@device_namespace()``: at most 2.5 us on a non-CUDA device).
 3. HostEvent: ``record()`` and ``elapsed_time()``, in nanoseconds per call.
 4. A forward+backward step of a small MLP written for CUDA (``device="cuda"``,
    ``.to("cuda", non_blocking=True)``) inside ``transfer_to_device()``, vs.
@@ -44,7 +44,7 @@ from patchscope.torch import (
 )
 
 TARGET_RATIO = 1.10
-TARGET_CALL_US = 1.5
+TARGET_CALL_US = 2.5
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "device_agnostic_attention.py"
 
 
