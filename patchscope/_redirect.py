@@ -173,18 +173,33 @@ def activate_locked(redirect: Any, code: Any, lasti: int, outcomes: list[Any]) -
     return act
 
 
-def _py_activate(redirect: Any, code: Any, lasti: int) -> Any:
-    """``_activate`` of the redirects the core runs: a new live handle, all or nothing."""
+def _enter_all(
+    redirect: Any, code: Any, lasti: int, handles: list[Any] | None = None, frame: Any = None
+) -> tuple[Any, list[Any]]:
+    """The lock section of an entry: ``(new handle, outcomes)`` for :func:`after_all`.
+
+    With *handles*, the handle is also paired with the with-statement of
+    *frame*, in the same section. If anything fails, what was entered is
+    undone and :func:`~patchscope._registry.after_undo` raises.
+    """
     outcomes: list[Any] = []
     failure: BaseException | None = None
     with section:
         try:
             handle = activate_locked(redirect, code, lasti, outcomes)
+            if handles is not None:
+                pair_enter(handles, handle, frame)
         except BaseException as exc:
             undo_locked(outcomes)
             failure = exc
     if failure is not None:
         after_undo(outcomes, failure)
+    return handle, outcomes
+
+
+def _py_activate(redirect: Any, code: Any, lasti: int) -> Any:
+    """``_activate`` of the redirects the core runs: a new live handle, all or nothing."""
+    handle, outcomes = _enter_all(redirect, code, lasti)
     try:
         after_all(outcomes, False)
     except BaseException:
@@ -198,17 +213,7 @@ def _py_with_enter(redirect: Any) -> Any:
     frame: Any = _getframe(1)
     site = site_of(frame)
     handles = redirect._handles
-    outcomes: list[Any] = []
-    failure: BaseException | None = None
-    with section:
-        try:
-            handle = activate_locked(redirect, site.f_code, site.f_lasti, outcomes)
-            pair_enter(handles, handle, frame)
-        except BaseException as exc:
-            undo_locked(outcomes)
-            failure = exc
-    if failure is not None:
-        after_undo(outcomes, failure)
+    handle, outcomes = _enter_all(redirect, site.f_code, site.f_lasti, handles, frame)
     try:
         after_all(outcomes, False)
     except BaseException:
