@@ -67,12 +67,15 @@ CORE_MODULES = (
     "_handles.py",
     "_pairing.py",
     "_redirect.py",
+    "_group.py",
+    "_during.py",
     "_construct.py",
     "_call.py",
     "_decorate.py",
     "_slots.py",
     "_cpython.py",
     "_accel.py",
+    "_errors.py",
 )
 #: Top-level entries of the project that are not copied.
 _SKIP_TOP = {
