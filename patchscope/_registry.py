@@ -201,9 +201,9 @@ def exit_locked(act: Any) -> tuple[object, BaseException | None]:
 def update_vars(outcomes: list[Any]) -> None:
     """This context's slot variables after the outcomes' activations began or ended.
 
-    One write per variable, however many outcomes share it (the slots of
-    one module or class share one): every open activation it held, then
-    the entered ones, in order. The ended ones are closed already, and the
+    One write per variable, however many outcomes share it (every slot
+    reads ``_slots.ACTIVATIONS``; a slot of another kind may read its own):
+    every open activation it held, then the entered ones, in order. The ended ones are closed already, and the
     entered ones are new, so neither is among those kept.
     """
     done: list[Any] = []

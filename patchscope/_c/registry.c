@@ -330,8 +330,8 @@ outcomes_free(Outcomes *outs)
 }
 
 /* This context's slot variables after the outcomes' activations began
- * (entered) or ended, one set per variable: the slots of one module or class
- * share one, so a group of redirects of it sets it once. Twin of
+ * (entered) or ended, one set per variable: every slot reads
+ * _slots.ACTIVATIONS, so a group of context redirects sets it once. Twin of
  * _registry.update_vars. */
 static int
 update_vars(Outcome *outs, Py_ssize_t n)
