@@ -203,8 +203,9 @@ def update_vars(outcomes: list[Any]) -> None:
 
     One write per variable, however many outcomes share it (every slot
     reads ``_slots.ACTIVATIONS``; a slot of another kind may read its own):
-    every open activation it held, then the entered ones, in order. The ended ones are closed already, and the
-    entered ones are new, so neither is among those kept.
+    every open activation it held, then the entered ones, in order. The
+    ended ones are closed already, and the entered ones are new, so neither
+    is among those kept.
     """
     done: list[Any] = []
     for act, _, _, _ in outcomes:
