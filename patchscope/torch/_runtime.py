@@ -4,14 +4,17 @@
 :func:`~patchscope.torch.transfer_to_device` rebinds, the function that answers
 for ``device_type``: the device module's own where it has one, else
 ``torch.accelerator``'s, else a stand-in documented here. On the CPU the
-stand-ins report one device (index 0), host memory where that is a real figure
+stand-ins report the logical devices the scope stands (``device_count()``;
+every one of them is the host), host memory where that is a real figure
 (``mem_get_info``, ``get_device_properties().total_memory``), and 0 or an empty
 dict where torch keeps no host figure (the caching allocator's counters,
 NVML's monitors). ``memory_functions`` does the same for the allocator's
 history and snapshots in ``torch.cuda.memory``, and ``oom_observer`` for
 torch's out-of-memory hook. ``set_device`` and ``device`` take any CUDA
 index, which names the host, so that one process per rank
-(``torch.cuda.set_device(local_rank)``) runs.
+(``torch.cuda.set_device(local_rank)``) runs; ``current_device()`` answers
+the index this thread selected last, as on CUDA. ``is_bf16_supported()``
+answers whether the CPU computes bfloat16 natively (:func:`host_bf16`).
 The RNG functions (``manual_seed``, ``get_rng_state``, ...) work on the CPU's
 default generator: with ``is_available()`` True, torch itself (Dynamo saving
 and restoring RNG state around tracing) calls them.
@@ -25,6 +28,8 @@ import inspect
 import os
 import pickle
 import platform
+import sys
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from types import ModuleType
@@ -171,30 +176,67 @@ def _check_host_index(device: object, name: str) -> None:
     )
 
 
+# The logical device each thread last selected (``set_device``), as CUDA keeps
+# a current device per thread; every one of them is the host.
+_selected = threading.local()
+
+
+def _host_current_device() -> int:
+    return int(getattr(_selected, "index", 0))
+
+
 def _host_set_device(device: object) -> None:
-    """Selects nothing: every CUDA index names the host (see _checking_devices)."""
+    """Selects a logical device: its index is what ``current_device()`` answers in this thread.
+
+    Every index names the host (see _check_host_index), so one process per
+    rank (``torch.cuda.set_device(local_rank)``) runs with any number of
+    ranks; a negative index selects nothing, as in torch.
+    """
+    index = _index_of(device)
+    if index is not None and index >= 0:
+        _selected.index = index
+
+
+def _index_of(device: object) -> int | None:
+    """The CUDA index a device spec names (None for "cuda" without one, or "cpu")."""
+    if isinstance(device, _CUDA_DEVICE):
+        return int(getattr(device, "idx", -1))
+    if isinstance(device, int) and not isinstance(device, bool):
+        return device
+    if isinstance(device, (str, torch.device)):
+        parsed = torch.device(device)
+        return parsed.index if parsed.type == "cuda" else None
+    return None
 
 
 _CUDA_DEVICE = torch.cuda.device  # the class, whatever torch.cuda.device names later
 
 
 class _HostDevice(_CUDA_DEVICE):
-    """``torch.cuda.device`` on the host: selects nothing (there is one device).
+    """``torch.cuda.device`` on the host: selects a logical device while entered.
 
     A class, a subclass of torch's, so that torch's own
     ``isinstance(device, torch.cuda.device)`` checks keep working while the
-    name stands for it (``torch.load(map_location="cuda")`` makes one).
+    name stands for it (``torch.load(map_location="cuda")`` makes one). As
+    on CUDA, ``current_device()`` answers its index inside the ``with`` and
+    the previous one after it; every index is the host.
     """
 
     def __init__(self, device: Any) -> None:
         _check_host_index(device, "device")
-        self.idx = -1
+        index = _index_of(device)
+        self.idx = -1 if index is None else index
         self.prev_idx = -1
 
     def __enter__(self) -> None:
+        self.prev_idx = _host_current_device()
+        if self.idx >= 0:
+            _selected.index = self.idx
         return None
 
     def __exit__(self, *exc_info: object) -> None:
+        if self.idx >= 0:
+            _selected.index = self.prev_idx
         return None
 
 
@@ -301,7 +343,62 @@ HOST_MEMORY: dict[str, Callable[..., Any]] = {
 }
 
 
-def _host_runtime() -> dict[str, Callable[..., Any]]:
+def host_bf16() -> bool:
+    """Whether this CPU computes bfloat16 natively, so that it is faster than float32.
+
+    x86: AVX512-BF16 or AMX; arm64: the BF16 extension (``bf16`` among the
+    kernel's CPU features on Linux, ``FEAT_BF16`` on macOS). Without it torch
+    emulates bfloat16 on the CPU, many times slower than float32.
+    """
+    cpu = getattr(torch, "cpu", None)
+    for probe in ("_is_avx512_bf16_supported", "_is_amx_tile_supported"):
+        check = getattr(cpu, probe, None)
+        if check is not None and check():
+            return True
+    machine = platform.machine().lower()
+    if machine not in ("aarch64", "arm64"):
+        return False
+    if sys.platform == "darwin":
+        import subprocess
+
+        try:
+            answer = subprocess.run(
+                ["sysctl", "-n", "hw.optional.arm.FEAT_BF16"],
+                capture_output=True,
+                text=True,
+                timeout=5,
+                check=False,
+            ).stdout
+        except (OSError, subprocess.SubprocessError):
+            return False
+        return answer.strip() == "1"
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as cpuinfo:
+            return any(
+                line.startswith("Features") and "bf16" in line.split(":", 1)[1].split()
+                for line in cpuinfo
+            )
+    except OSError:
+        return False
+
+
+@functools.cache
+def _host_bf16_answer() -> bool:
+    return host_bf16()
+
+
+def _host_is_bf16_supported(including_emulation: bool = True) -> bool:
+    """``torch.cuda.is_bf16_supported()`` on the CPU: True only where bfloat16 is native.
+
+    Code asks to choose a fast dtype (nanoGPT: bfloat16 if supported, else
+    float16). torch emulates bfloat16 on a CPU without native support, many
+    times slower than float32, so that is answered False even with
+    ``including_emulation=True``, CUDA's default.
+    """
+    return _host_bf16_answer()
+
+
+def _host_runtime(count: int = 1) -> dict[str, Callable[..., Any]]:
     def seed(seed: int) -> None:
         torch.default_generator.manual_seed(int(seed))
 
@@ -346,9 +443,9 @@ def _host_runtime() -> dict[str, Callable[..., Any]]:
         {
             "can_device_access_peer": _host_can_device_access_peer,
             "clock_rate": _zero,
-            "current_device": lambda: 0,
+            "current_device": _host_current_device,
             "device": _host_device,
-            "device_count": lambda: 1,
+            "device_count": lambda: count,
             "device_memory_used": _host_memory_used,
             "empty_cache": lambda: None,
             "get_device_capability": lambda device=None: HOST_CAPABILITY,
@@ -362,7 +459,7 @@ def _host_runtime() -> dict[str, Callable[..., Any]]:
             "initial_seed": generator.initial_seed,
             "ipc_collect": _nothing,
             "is_available": lambda: True,
-            "is_bf16_supported": lambda including_emulation=True: True,
+            "is_bf16_supported": _host_is_bf16_supported,
             "manual_seed": seed,
             "manual_seed_all": seed,
             "max_memory_allocated": _zero,
@@ -521,10 +618,14 @@ def _taking_mapped_devices(function: Callable[..., Any], device_type: str) -> Ca
     return call
 
 
-def runtime_functions(device_type: str) -> dict[str, Callable[..., Any]]:
-    """Return what each of :data:`RUNTIME_NAMES` becomes for ``device_type`` (not "cuda")."""
+def runtime_functions(device_type: str, count: int = 1) -> dict[str, Callable[..., Any]]:
+    """Return what each of :data:`RUNTIME_NAMES` becomes for ``device_type`` (not "cuda").
+
+    On the CPU, ``count`` is how many logical devices ``device_count()``
+    answers; every one of them is the host.
+    """
     if device_type == "cpu":
-        return _host_runtime()
+        return _host_runtime(count)
     module: ModuleType | None = getattr(torch, device_type, None)
     accelerator = getattr(torch, "accelerator", None)
     functions: dict[str, Callable[..., Any]] = {}

@@ -17,8 +17,13 @@ from __future__ import annotations
 
 import contextvars
 import functools
+import inspect
+import multiprocessing
+import multiprocessing.process
+import os
 import sys
 import threading
+import types
 from collections.abc import Callable
 from typing import Any
 
@@ -27,7 +32,15 @@ import torch.utils._device as _torch_device
 from torch.overrides import TorchFunctionMode
 
 import patchscope
-from patchscope import Redirect, combine, deferred, exclusive, redirect_attr
+from patchscope import (
+    Redirect,
+    combine,
+    deferred,
+    exclusive,
+    original,
+    redirect_attr,
+    redirect_call,
+)
 
 from . import _host
 from ._detect import device_type_of
@@ -90,7 +103,10 @@ _owned: contextvars.ContextVar[tuple[_DeviceMode, ...]] = contextvars.ContextVar
 
 
 def transfer_to_device(
-    device: str | torch.device | None = None, *, scope: Scope = "context"
+    device: str | torch.device | None = None,
+    *,
+    scope: Scope = "context",
+    device_count: int | None = None,
 ) -> Redirect:
     """Run CUDA-written code on ``device`` (the active device when None) while active.
 
@@ -147,14 +163,58 @@ def transfer_to_device(
     enters or ends a ``transfer_to_device()`` scope.
     """
     _check(device, scope)
-    return deferred(functools.partial(_resolve, device, scope), scope)
+    _check_count(device, device_count)
+    return deferred(functools.partial(_resolve, device, scope, device_count), scope)
 
 
-def _resolve(device: str | torch.device | None, scope: Scope) -> Redirect | None:
+def _check_count(device: str | torch.device | None, device_count: object) -> None:
+    """Reject a bad ``device_count`` when the redirect is made."""
+    if device_count is None:
+        return
+    if not isinstance(device_count, int) or isinstance(device_count, bool) or device_count < 1:
+        raise ValueError(
+            f"transfer_to_device(device_count={device_count!r}): the number of logical "
+            "devices must be an int of at least 1, or None for one device per local rank"
+        )
+    if device is not None and device_type_of(device) != "cpu":
+        raise ValueError(
+            f"transfer_to_device({device!r}, device_count={device_count}): logical devices "
+            "stand only on the CPU; on another device torch.cuda.device_count() answers the "
+            "device's own count, so leave device_count out"
+        )
+
+
+def _local_ranks() -> int:
+    """The logical devices of a scope on the CPU that names none: one per local rank.
+
+    ``LOCAL_WORLD_SIZE`` is what torchrun (and torch.distributed.elastic)
+    sets in every rank: the ranks on this host, one GPU each on a cluster.
+    Anything else, or nothing, gives one device.
+    """
+    try:
+        count = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
+    except ValueError:
+        return 1
+    return count if count >= 1 else 1
+
+
+def _resolve(
+    device: str | torch.device | None, scope: Scope, device_count: int | None = None
+) -> Redirect | None:
     """The redirect for the device named now; None on CUDA."""
     device_type = device_type_of(device)
     if device_type == "cuda":
         return None
+    if device_type != "cpu":
+        if device_count is not None:
+            raise ValueError(
+                f"transfer_to_device(device_count={device_count}): the active device is "
+                f"{device_type!r}, and logical devices stand only on the CPU; leave "
+                "device_count out there (torch.cuda.device_count() answers the device's own)"
+            )
+        count = 1
+    else:
+        count = _local_ranks() if device_count is None else device_count
     return _transfer_redirect(
         device_type,
         event_class_of(device_type),
@@ -162,6 +222,8 @@ def _resolve(device: str | torch.device | None, scope: Scope) -> Redirect | None
         scope,
         _dynamo_cuda_interface(),
         _loaded_fsdp(),
+        count,
+        device_count,
     )
 
 
@@ -180,35 +242,49 @@ def _transfer_redirect(
     scope: Scope,
     dynamo: type | None,
     fsdp: type | None,
+    count: int = 1,
+    device_count: int | None = None,
 ) -> Redirect:
-    """One cached Redirect per device (see _namespace_redirect's cache for why)."""
+    """One cached Redirect per device (see _namespace_redirect's cache for why).
+
+    ``count`` is what ``device_count()`` answers on the CPU; ``device_count``
+    what the scope was asked for, which processes it starts are given.
+    """
     namespace = _namespace_redirect(device_type, event_class, module, scope, dynamo)
     assert namespace is not None  # only CUDA has no namespace redirect
-    functions = runtime_functions(device_type)
+    functions = runtime_functions(device_type, count)
     memory = memory_functions(device_type)
+    seen: set[int] = set()
+
+    def by_call(owner: Any, name: str, replacement: Any, create: bool = False) -> list[Redirect]:
+        return _reaching_every_name(owner, name, replacement, scope, seen, create)
+
     parts = [
         namespace,
         redirect_attr(torch, "Generator", _generator_class(device_type), scope=scope),
-        redirect_attr(torch, "load", _load_onto(device_type), scope=scope),
+        *by_call(torch, "load", _load_onto(device_type)),
         *(
             redirect_attr(torch, name, function, scope=scope)
             for name, function in _autocast_queries(device_type).items()
         ),
         *(
-            redirect_attr(torch.cuda, name, functions[name], scope=scope)
+            part
             for name in RUNTIME_NAMES
             if hasattr(torch.cuda, name)  # torch releases add names
+            for part in by_call(torch.cuda, name, functions[name])
         ),
         *(
-            redirect_attr(torch.cuda.memory, name, memory[name], scope=scope)
+            part
             for name in MEMORY_NAMES
             if hasattr(torch.cuda.memory, name)
+            for part in by_call(torch.cuda.memory, name, memory[name])
         ),
-        redirect_attr(torch._C, OOM_OBSERVER, oom_observer(device_type), create=True, scope=scope),
+        *by_call(torch._C, OOM_OBSERVER, oom_observer(device_type), create=True),
         *(
-            redirect_attr(torch.cuda.nvtx, name, nvtx_functions()[name], scope=scope)
+            part
             for name in NVTX_NAMES
             if hasattr(torch.cuda.nvtx, name)
+            for part in by_call(torch.cuda.nvtx, name, nvtx_functions()[name])
         ),
         *(
             redirect_attr(
@@ -216,20 +292,79 @@ def _transfer_redirect(
             )
             for owner, wrap in _init_wrappers(fsdp)
         ),
+        redirect_call(
+            _PROCESS_START, _starting_in_scope(device_type, device_count, scope), scope=scope
+        ),
     ]
     if torch.distributed.is_available():
         from torch.distributed import distributed_c10d
 
-        init = _init_process_group(distributed_c10d.init_process_group, device_type)
-        parts += [
-            redirect_attr(torch.distributed, "init_process_group", init, scope=scope),
-            redirect_attr(distributed_c10d, "init_process_group", init, scope=scope),
-        ]
+        for name in ("init_process_group", "new_group"):
+            function = getattr(distributed_c10d, name, None)
+            if isinstance(function, types.FunctionType):
+                parts += by_call(distributed_c10d, name, _on_backend(function, device_type))
     redirects = combine(*parts)
     # Without Dynamo loaded now, an import of it in the scope binds the
     # stand-ins into CudaInterface: the handle takes them out again (see
     # _unbind_stand_ins). With it loaded, its names are redirected instead.
     return _Transfer(redirects, device_type, unbind=dynamo is None)
+
+
+def _reaching_every_name(
+    owner: Any, name: str, replacement: Any, scope: Scope, seen: set[int], create: bool
+) -> list[Redirect]:
+    """The redirect of ``owner.name`` to ``replacement``, reaching every name bound to it.
+
+    A Python function is redirected by call (:func:`patchscope.redirect_call`),
+    so that ``from torch.cuda import is_available`` made before the scope,
+    and references torch's own modules stored (Dynamo's ``CudaInterface``),
+    are reached; one function that several names share (``torch.cuda``
+    re-exports ``torch.cuda.memory``'s) is redirected once, by its first
+    name. Anything else (a class, a builtin, a name to create) is rebound by
+    name.
+    """
+    value = getattr(owner, name, None)
+    if isinstance(value, types.FunctionType):
+        if id(value) in seen:
+            return []
+        seen.add(id(value))
+        return [redirect_call(value, _called_as(value, replacement), scope=scope)]
+    return [redirect_attr(owner, name, replacement, create=create, scope=scope)]
+
+
+def _called_as(function: types.FunctionType, replacement: Any) -> Any:
+    """``replacement``, taking what a call redirect of ``function`` passes it.
+
+    A call redirect passes the function's parameters as its signature binds
+    them, defaults filled in. A stand-in written for the documented call
+    (``torch.cuda.get_device_name(device=None)``) takes them; one that takes
+    fewer (a backend's function of an older signature) gets those it has.
+    """
+    try:
+        wanted = inspect.signature(replacement)
+    except (TypeError, ValueError):
+        return replacement
+    code = function.__code__
+    positional = code.co_argcount
+    keyword_only = code.co_varnames[positional : positional + code.co_kwonlyargcount]
+    try:
+        wanted.bind(*range(positional), **dict.fromkeys(keyword_only))
+        return replacement
+    except TypeError:
+        pass
+    parameters = list(wanted.parameters.values())
+    if any(p.kind is p.VAR_POSITIONAL for p in parameters):
+        return replacement
+    takes = sum(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in parameters)
+    names = {p.name for p in parameters if p.kind is p.KEYWORD_ONLY}
+    any_keyword = any(p.kind is p.VAR_KEYWORD for p in parameters)
+
+    @functools.wraps(replacement)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        kept = {k: v for k, v in kwargs.items() if any_keyword or k in names}
+        return replacement(*args[:takes], **kept)
+
+    return call
 
 
 # id(stand-in) -> (the stand-in, the torch.cuda names it stands in for): one
@@ -346,7 +481,8 @@ def _generator_class(device_type: str) -> type:
     )
 
 
-_TORCH_LOAD = torch.load
+# What torch.load runs when nothing redirects it (a scope redirects its calls).
+_TORCH_LOAD = original(torch.load)
 
 
 @functools.cache
@@ -845,18 +981,111 @@ def _init_wrappers(
 _BACKENDS = {"xpu": "xccl", "npu": "hccl"}
 
 
-def _init_process_group(init: Callable[..., None], device_type: str) -> Callable[..., None]:
+def _on_backend(function: types.FunctionType, device_type: str) -> Callable[..., Any]:
+    """``init_process_group``/``new_group`` with ``backend="nccl"`` on the device's backend.
+
+    A CUDA ``device_id`` names the device (gloo, on the CPU, takes none).
+    Called as a call redirect calls it (by the function's own parameters,
+    however torch's decorators spell them); the arguments are bound to the
+    signature torch documents, the backend and device mapped, and torch's
+    function run as it is when nothing redirects it.
+    """
     backend_of_device = _BACKENDS.get(device_type, "gloo")
     mapped = device_mapper(device_type)
+    run = original(function)
+    signature = inspect.signature(function)  # follows torch's decorators' __wrapped__
 
-    @functools.wraps(init)
-    def init_process_group(backend: Any = None, *args: Any, **kwargs: Any) -> None:
+    @functools.wraps(function)
+    def on_backend(*args: Any, **kwargs: Any) -> Any:
+        try:
+            bound = signature.bind(*args, **kwargs)
+        except TypeError:
+            return run(*args, **kwargs)  # torch's own error
+        given = bound.arguments
+        backend = given.get("backend")
         if isinstance(backend, str) and backend.lower() == "nccl":
-            backend = backend_of_device
-        device_id = kwargs.get("device_id")
+            given["backend"] = backend_of_device
+        device_id = given.get("device_id")
         if device_id is not None:
             # gloo takes no device; an accelerator takes its own.
-            kwargs["device_id"] = None if device_type == "cpu" else mapped(device_id)
-        init(backend, *args, **kwargs)
+            given["device_id"] = None if device_type == "cpu" else mapped(device_id)
+        return run(*bound.args, **bound.kwargs)
 
-    return init_process_group
+    return on_backend
+
+
+# ---------------------------------------------------------------------------
+# Processes the scope starts
+
+#: What every ``multiprocessing`` process's ``start()`` runs (torch's
+#: ``mp.spawn``/``start_processes`` start theirs with it).
+_PROCESS_START = multiprocessing.process.BaseProcess.start
+
+
+class _InScope:
+    """A process's target, run inside ``transfer_to_device()`` in the process it starts.
+
+    Pickled by reference to this class, with the target, the device and the
+    logical device count: a process started by spawn or forkserver is a fresh
+    interpreter, which has no scope of the process that started it.
+    """
+
+    __slots__ = ("device", "device_count", "scope", "target")
+
+    def __init__(
+        self, target: Callable[..., Any], device: str, device_count: int | None, scope: Scope
+    ) -> None:
+        self.target = target
+        self.device = device
+        self.device_count = device_count
+        self.scope = scope
+
+    def __getstate__(self) -> tuple[Any, ...]:
+        return (self.target, self.device, self.device_count, self.scope)
+
+    def __setstate__(self, state: tuple[Any, ...]) -> None:
+        self.target, self.device, self.device_count, self.scope = state
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        with transfer_to_device(self.device, scope=self.scope, device_count=self.device_count):
+            return self.target(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"<{self.target!r} inside transfer_to_device({self.device!r})>"
+
+
+def _start_method(process: Any) -> str:
+    """How ``process`` will be started: its context's method, else the default one."""
+    method = getattr(type(process), "_start_method", None)
+    if method is None:
+        method = multiprocessing.get_start_method()
+    return str(method)
+
+
+def _starting_in_scope(
+    device_type: str, device_count: int | None, scope: Scope
+) -> Callable[[Any], None]:
+    """``BaseProcess.start`` in the scope: the process runs its target inside the same scope.
+
+    A forked process is a copy of the thread that started it, scope
+    included, so only a process that a fresh interpreter runs (spawn,
+    forkserver) is given its target wrapped in :class:`_InScope` while it
+    is started (that is when it is pickled); the process object keeps its
+    own target.
+    """
+    start = original(_PROCESS_START)
+
+    def start_in_scope(self: Any) -> None:
+        target = getattr(self, "_target", None)
+        if target is None or isinstance(target, _InScope) or _start_method(self) == "fork":
+            start(self)
+            return
+        self._target = _InScope(target, device_type, device_count, scope)
+        try:
+            start(self)
+        finally:
+            self._target = target
+
+    start_in_scope.__name__ = start_in_scope.__qualname__ = "start"
+    start_in_scope.__doc__ = _PROCESS_START.__doc__
+    return start_in_scope

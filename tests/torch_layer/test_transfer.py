@@ -9,6 +9,7 @@ import os
 import pickle
 import subprocess
 import sys
+import types
 import warnings
 from collections.abc import Iterator
 from typing import Any
@@ -33,6 +34,7 @@ from patchscope.torch._runtime import (  # noqa: E402
     RUNTIME_NAMES,
     HostDeviceProperties,
     device_mapper,
+    host_bf16,
 )
 
 CPU = torch.device("cpu")
@@ -81,6 +83,12 @@ def _names() -> dict[str, Any]:
     from torch.distributed.fsdp import FullyShardedDataParallel
 
     names["FSDP.__init__"] = vars(FullyShardedDataParallel)["__init__"]
+    # Functions redirected by call keep their name and change their code.
+    names |= {
+        f"{name}.__code__": value.__code__
+        for name, value in list(names.items())
+        if isinstance(value, types.FunctionType)
+    }
     return names
 
 
@@ -224,12 +232,15 @@ def test_runtime_queries_answer_for_the_host() -> None:
         with torch.cuda.device(0):
             pass
         torch.cuda.set_device(1)  # a rank's device: the host too
+        assert torch.cuda.current_device() == 1  # what this thread selected last
         with torch.cuda.device("cuda:2"):
-            assert torch.cuda.current_device() == 0
+            assert torch.cuda.current_device() == 2
+        assert torch.cuda.current_device() == 1
         with pytest.raises(ValueError, match=r"torch.cuda.set_device\('xpu'\).*CUDA device"):
             torch.cuda.set_device("xpu")
         with torch.cuda.device(-1), torch.cuda.device(torch.zeros(1).get_device()):
             torch.cuda.set_device(-1)  # a negative index selects nothing, as in torch
+        assert torch.cuda.current_device() == 1
         with pytest.raises(ValueError, match=r"torch.cuda.device\('xpu'\)"):
             torch.cuda.device("xpu")
         assert isinstance(torch.cuda.device(0), torch.cuda.device)
@@ -241,7 +252,7 @@ def test_runtime_queries_answer_for_the_host() -> None:
         assert 0 < free <= total == properties.total_memory
         assert (properties.major, properties.minor) == HOST_CAPABILITY
         assert properties.multi_processor_count >= 1
-        assert torch.cuda.is_bf16_supported() is True
+        assert torch.cuda.is_bf16_supported() is host_bf16()
         assert torch.cuda.memory_allocated() == torch.cuda.max_memory_allocated() == 0
         assert torch.cuda.memory_reserved() == 0
         assert torch.cuda.memory_stats() == {}
@@ -467,7 +478,9 @@ def test_restores_every_name_and_the_mode_stack() -> None:
     with transfer_to_device():
         assert _stack() == depth + 1
         assert len(patchscope.active()) > 0
-        assert torch.cuda.is_available is not before["torch.cuda.is_available"]
+        assert torch.cuda.is_available() is True  # redirected by call: the name is kept
+        assert torch.cuda.is_available is before["torch.cuda.is_available"]
+        assert torch.cuda.is_available.__code__ is not before["torch.cuda.is_available.__code__"]
     assert _stack() == depth
     assert patchscope.active() == ()
     after = _names()
@@ -517,9 +530,12 @@ def test_other_threads_keep_cuda_semantics() -> None:
     with transfer_to_device():
         live = patchscope.active()
         assert live and {act.scope for act in live} == {"context"}
-        # Constructions share a dispatcher as __new__ in every thread (it builds
-        # the original class there); every other name reads as the original.
-        names = [(act.target, act.name) for act in live if act.name != "__new__"]
+        # Constructions share a dispatcher as __new__, and functions redirected
+        # by call one as __code__, in every thread (it runs the original there:
+        # _cuda_fails below); every other name reads as the original.
+        shared = ("__new__", "__code__")
+        names = [(act.target, act.name) for act in live if act.name not in shared]
+        assert any(act.name == "__code__" for act in live)
     # Names the scope creates (torch._C's OOM observer hook) stay absent elsewhere.
     absent = object()
     originals = [getattr(target, name, absent) for target, name in names]
@@ -784,15 +800,17 @@ def test_nccl_becomes_the_device_backend(device_type: str, backend: str, device_
     """init_process_group("nccl", device_id=cuda:1) gets the device's backend and device."""
     calls: list[tuple[Any, ...]] = []
 
-    def init(backend: Any = None, *args: Any, **kwargs: Any) -> None:
-        calls.append((backend, args, kwargs))
+    def init(backend: Any = None, init_method: Any = None, *, device_id: Any = None) -> None:
+        calls.append((backend, init_method, device_id))
 
-    wrapped = _transfer._init_process_group(init, device_type)
+    wrapped = _transfer._on_backend(init, device_type)
     given_id = torch.device("cuda", 1) if device_type != "npu" else None
     wrapped("nccl", "env://", device_id=given_id)
+    wrapped(backend="NCCL")
     wrapped("gloo")
-    expected_id = {"device_id": device_id} if device_type != "npu" else {"device_id": None}
-    assert calls == [(backend, ("env://",), expected_id), ("gloo", (), {})]
+    assert calls == [(backend, "env://", device_id), (backend, None, None), ("gloo", None, None)]
+    with pytest.raises(TypeError):  # torch's function's own error for a call it refuses
+        wrapped("nccl", unknown=1)
 
 
 def test_ddp_device_ids_name_the_device() -> None:
@@ -1024,7 +1042,8 @@ with redirect_attr(torch.cuda, "_lazy_call", lambda callback: callback(), scope=
     handle = transfer_to_device().start()
     from torch._dynamo.device_interface import CudaInterface
     assert CudaInterface.device_count() == 1
-    torch.cuda.empty_cache = lambda: None  # rebound while redirected: its end warns
+    # Its code replaced while redirected by call: the scope's end warns.
+    torch.cuda.empty_cache.__code__ = (lambda: None).__code__
     with warnings.catch_warnings():
         warnings.simplefilter("error", RedirectConflictWarning)
         try:
@@ -1052,6 +1071,9 @@ def test_nested_scopes_unwind_one_at_a_time() -> None:
     _cuda_fails()
 
 
+_BF16 = torch.cuda.is_bf16_supported
+
+
 def test_on_a_faked_xpu_the_queries_and_autocast_name_the_xpu(devices: Any) -> None:
     """With XPU active, torch.cuda's queries ask torch.xpu and autocast("cuda") targets "xpu"."""
     devices.active("xpu")
@@ -1059,7 +1081,9 @@ def test_on_a_faked_xpu_the_queries_and_autocast_name_the_xpu(devices: Any) -> N
         assert device == torch.device("xpu")
         assert torch.cuda.is_available() is True
         assert torch.cuda.device_count() == 1
-        assert torch.cuda.is_bf16_supported is torch.xpu.is_bf16_supported
+        # Redirected by call, to torch.xpu's own query.
+        bf16 = [(a.name, a.replacement) for a in patchscope.active() if a.target is _BF16]
+        assert bf16 == [("__code__", torch.xpu.is_bf16_supported)]
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             assert torch.autocast("cuda").device == "xpu"
