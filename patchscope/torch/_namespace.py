@@ -6,7 +6,7 @@ import functools
 import sys
 from collections.abc import Callable
 from types import ModuleType
-from typing import Any, Literal
+from typing import Any
 
 import torch
 
@@ -15,8 +15,7 @@ from patchscope import Redirect, combine, deferred, redirect_attr, redirect_cons
 from . import _host
 from ._detect import device_type_of
 from ._events import device_event_class, event_class_of
-
-Scope = Literal["context", "process"]
+from ._reach import Scope, reaching_every_name
 
 # The classes as defined, not as ``torch.cuda`` currently names them: somebody
 # may have rebound ``torch.cuda.Event``; these are what construction reaches.
@@ -24,7 +23,7 @@ _CUDA_EVENT = torch.cuda.streams.Event
 _CUDA_STREAM = torch.cuda.streams.Stream
 _CUDA_STREAM_CONTEXT = torch.cuda.StreamContext
 _CUDA_EXTERNAL_STREAM = torch.cuda.streams.ExternalStream
-# The ``torch.cuda`` functions that device_namespace redirects by name.
+# The ``torch.cuda`` functions that device_namespace redirects (by call).
 _FUNCTIONS = (
     "current_stream",
     "default_stream",
@@ -79,8 +78,8 @@ def device_namespace(
     device-generic ``torch.Stream("cpu")`` and ``torch.Event("cpu")``; a
     backend without streams of its own (MPS) gets the host streams with its
     own events. ``Event``, ``Stream`` and ``StreamContext`` are redirected at
-    construction, so ``from torch.cuda import Stream`` is reached too; the
-    functions are rebound by name on ``torch.cuda``. ``ExternalStream`` is
+    construction and the functions by call, so names bound before the scope
+    (``from torch.cuda import Stream, synchronize``) are reached too. ``ExternalStream`` is
     redirected only to a backend that has external streams. A backend
     without one of the functions (XPU's ``default_stream``) gets one that
     raises NotImplementedError.
@@ -149,9 +148,18 @@ def _namespace_redirect(
     if event_class is _CUDA_EVENT:
         return None
     classes, functions = _streams(device_type, module)
+    seen: set[int] = set()
     return combine(
         redirect_construction(_CUDA_EVENT, event_class, scope=scope),
         *(redirect_construction(cuda, own, scope=scope) for cuda, own in classes.items()),
+        # By call, for the names bound before the scope; and by name, for
+        # Dynamo, which recognises torch.cuda.current_stream and the others by
+        # identity and traces the stand-ins it finds there without a break.
+        *(
+            part
+            for name in _FUNCTIONS
+            for part in reaching_every_name(torch.cuda, name, functions[name], scope, seen)
+        ),
         *(redirect_attr(torch.cuda, name, functions[name], scope=scope) for name in _FUNCTIONS),
         *(
             _dynamo_redirects(

@@ -45,7 +45,8 @@ from patchscope import (
 from . import _host
 from ._detect import device_type_of
 from ._events import event_class_of
-from ._namespace import Scope, _check, _dynamo_cuda_interface, _namespace_redirect
+from ._namespace import _check, _dynamo_cuda_interface, _namespace_redirect
+from ._reach import Scope, reaching_every_name
 from ._runtime import (
     MEMORY_NAMES,
     NVTX_NAMES,
@@ -257,7 +258,7 @@ def _transfer_redirect(
     seen: set[int] = set()
 
     def by_call(owner: Any, name: str, replacement: Any, create: bool = False) -> list[Redirect]:
-        return _reaching_every_name(owner, name, replacement, scope, seen, create)
+        return reaching_every_name(owner, name, replacement, scope, seen, create)
 
     parts = [
         namespace,
@@ -308,63 +309,6 @@ def _transfer_redirect(
     # stand-ins into CudaInterface: the handle takes them out again (see
     # _unbind_stand_ins). With it loaded, its names are redirected instead.
     return _Transfer(redirects, device_type, unbind=dynamo is None)
-
-
-def _reaching_every_name(
-    owner: Any, name: str, replacement: Any, scope: Scope, seen: set[int], create: bool
-) -> list[Redirect]:
-    """The redirect of ``owner.name`` to ``replacement``, reaching every name bound to it.
-
-    A Python function is redirected by call (:func:`patchscope.redirect_call`),
-    so that ``from torch.cuda import is_available`` made before the scope,
-    and references torch's own modules stored (Dynamo's ``CudaInterface``),
-    are reached; one function that several names share (``torch.cuda``
-    re-exports ``torch.cuda.memory``'s) is redirected once, by its first
-    name. Anything else (a class, a builtin, a name to create) is rebound by
-    name.
-    """
-    value = getattr(owner, name, None)
-    if isinstance(value, types.FunctionType):
-        if id(value) in seen:
-            return []
-        seen.add(id(value))
-        return [redirect_call(value, _called_as(value, replacement), scope=scope)]
-    return [redirect_attr(owner, name, replacement, create=create, scope=scope)]
-
-
-def _called_as(function: types.FunctionType, replacement: Any) -> Any:
-    """``replacement``, taking what a call redirect of ``function`` passes it.
-
-    A call redirect passes the function's parameters as its signature binds
-    them, defaults filled in. A stand-in written for the documented call
-    (``torch.cuda.get_device_name(device=None)``) takes them; one that takes
-    fewer (a backend's function of an older signature) gets those it has.
-    """
-    try:
-        wanted = inspect.signature(replacement)
-    except (TypeError, ValueError):
-        return replacement
-    code = function.__code__
-    positional = code.co_argcount
-    keyword_only = code.co_varnames[positional : positional + code.co_kwonlyargcount]
-    try:
-        wanted.bind(*range(positional), **dict.fromkeys(keyword_only))
-        return replacement
-    except TypeError:
-        pass
-    parameters = list(wanted.parameters.values())
-    if any(p.kind is p.VAR_POSITIONAL for p in parameters):
-        return replacement
-    takes = sum(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in parameters)
-    names = {p.name for p in parameters if p.kind is p.KEYWORD_ONLY}
-    any_keyword = any(p.kind is p.VAR_KEYWORD for p in parameters)
-
-    @functools.wraps(replacement)
-    def call(*args: Any, **kwargs: Any) -> Any:
-        kept = {k: v for k, v in kwargs.items() if any_keyword or k in names}
-        return replacement(*args[:takes], **kept)
-
-    return call
 
 
 # id(stand-in) -> (the stand-in, the torch.cuda names it stands in for): one
@@ -670,6 +614,8 @@ class _DeviceMode(TorchFunctionMode):
         if not self._live or self not in _owned.get():
             return func(*args, **kwargs)
         special = _SPECIAL.get(func)
+        if special is None and type(func) in _OP_TYPES:
+            special = _SPECIAL_OPS.get(_op_name(func))
         if special is not None:
             return special(self, args, kwargs)
         device = kwargs.get("device")
@@ -765,13 +711,39 @@ def _record_stream(mode: _DeviceMode, args: tuple[Any, ...], kwargs: dict[str, A
     return torch.Tensor.record_stream(*args, **kwargs)
 
 
-_SPECIAL: dict[Any, Callable[[_DeviceMode, tuple[Any, ...], dict[str, Any]], Any]] = {
+def _synchronize_device(mode: _DeviceMode, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """Dynamo's ``streams::synchronize_device(device_type, index)``: the device's own.
+
+    Compiled code gets it for ``torch.cuda.synchronize()`` (Dynamo knows the
+    function by identity, so also through a name bound before the scope);
+    "cuda" names the device, and the host has nothing to wait for.
+    """
+    names = ("device_type", "device_index")
+    given = {**dict(zip(names, args, strict=False)), **kwargs}
+    device = torch.device(given["device_type"], given["device_index"])
+    if device.type == "cuda":
+        device = mode._map(device)
+    if device.type == "cpu":
+        return None
+    return torch.ops.streams.synchronize_device(device.type, device.index or 0)
+
+
+_Special = Callable[[_DeviceMode, tuple[Any, ...], dict[str, Any]], Any]
+_SPECIAL: dict[Any, _Special] = {
     torch.Tensor.to: _to,
     torch.Tensor.cuda: _cuda,
     torch.Tensor.pin_memory: _pin_memory,
     torch.Tensor.record_stream: _record_stream,
     torch._C._nn._parse_to: _parse_to,
 }
+# Operators that exist only once what registers them is loaded (Dynamo's
+# stream operators), by name.
+_SPECIAL_OPS: dict[str, _Special] = {"streams::synchronize_device": _synchronize_device}
+_OP_TYPES = (torch._ops.OpOverloadPacket, torch._ops.OpOverload)
+
+
+def _op_name(op: Any) -> str:
+    return str(getattr(op, "_overloadpacket", op)._qualified_op_name)
 
 
 # ---------------------------------------------------------------------------
@@ -1070,8 +1042,8 @@ def _starting_in_scope(
     A forked process is a copy of the thread that started it, scope
     included, so only a process that a fresh interpreter runs (spawn,
     forkserver) is given its target wrapped in :class:`_InScope` while it
-    is started (that is when it is pickled); the process object keeps its
-    own target.
+    is started (that is when it is pickled); the process object is left
+    as ``start()`` leaves it.
     """
     start = original(_PROCESS_START)
 
@@ -1080,11 +1052,14 @@ def _starting_in_scope(
         if target is None or isinstance(target, _InScope) or _start_method(self) == "fork":
             start(self)
             return
-        self._target = _InScope(target, device_type, device_count, scope)
+        wrapped = self._target = _InScope(target, device_type, device_count, scope)
         try:
             start(self)
         finally:
-            self._target = target
+            # A started process has dropped its target (CPython, bpo-30775);
+            # one that failed to start gets its own back.
+            if getattr(self, "_target", None) is wrapped:
+                self._target = target
 
     start_in_scope.__name__ = start_in_scope.__qualname__ = "start"
     start_in_scope.__doc__ = _PROCESS_START.__doc__

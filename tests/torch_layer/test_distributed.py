@@ -320,3 +320,109 @@ def test_decorations_work_in_ray_tasks_and_actors(ray_cluster: Any) -> None:
     assert ray.get(task.remote(), timeout=TIMEOUT_S) == _expected()
     holder = Holder.remote()  # type: ignore[attr-defined]
     assert ray.get(holder.report.remote(), timeout=TIMEOUT_S) == _expected()
+
+
+# ---------------------------------------------------------------------------
+# Processes a transfer_to_device() scope starts
+
+
+def _scope_report() -> dict[str, Any]:
+    """What torch.cuda answers in this process, and whether a scope is active here."""
+    return {
+        "pid": os.getpid(),
+        "available": torch.cuda.is_available(),
+        "count": torch.cuda.device_count(),
+        "active": len(patchscope.active()) > 0,
+    }
+
+
+def _report_to(results: Any) -> None:
+    results.put(_scope_report())
+
+
+def _spawned_rank(rank: int, results: Any) -> None:
+    """An mp.spawn rank: selects its device, as a CUDA rank does, then reports."""
+    torch.cuda.set_device(rank)
+    results.put({**_scope_report(), "rank": rank, "current": torch.cuda.current_device()})
+
+
+def _reports(results: Any, count: int) -> list[dict[str, Any]]:
+    try:
+        return [results.get(timeout=TIMEOUT_S) for _ in range(count)]
+    except queue.Empty:
+        pytest.fail(f"children reported fewer than {count} results")
+
+
+@pytest.mark.skipif(torch.cuda._is_compiled(), reason="needs a torch without CUDA")
+def test_mp_spawn_children_run_inside_the_same_scope() -> None:
+    """mp.spawn(nprocs=torch.cuda.device_count()) in the scope: every rank is in it too."""
+    context = multiprocessing.get_context("spawn")
+    results = context.SimpleQueue()
+    with transfer_to_device(device_count=2):
+        nprocs = torch.cuda.device_count()
+        torch.multiprocessing.spawn(_spawned_rank, args=(results,), nprocs=nprocs, join=True)
+    reports = sorted((results.get() for _ in range(nprocs)), key=lambda r: r["rank"])
+    assert nprocs == 2
+    for rank, report in enumerate(reports):
+        assert report["pid"] != os.getpid()
+        assert (report["available"], report["count"], report["active"]) == (True, 2, True)
+        assert report["current"] == rank
+    assert torch.cuda.is_available() is False and patchscope.active() == ()
+
+
+@pytest.mark.skipif(torch.cuda._is_compiled(), reason="needs a torch without CUDA")
+@pytest.mark.parametrize("method", ["spawn", "forkserver", "fork"])
+def test_a_process_started_in_the_scope_runs_its_target_in_it(method: str) -> None:
+    """multiprocessing's Process started in the scope, by any start method, runs in the scope.
+
+    A forked child is a copy of the thread that started it, scope included;
+    a spawned one is a fresh interpreter, given its target wrapped. The
+    process object is left with no target of the scope's; one started
+    outside runs outside.
+    """
+    context = multiprocessing.get_context(method)
+    results = context.Queue()
+    inside = context.Process(target=_report_to, args=(results,))
+    with transfer_to_device(device_count=3):
+        inside.start()
+        assert getattr(inside, "_target", _report_to) is _report_to
+        outside = context.Process(target=_report_to, args=(results,))
+    outside.start()
+    reports = {report["pid"]: report for report in _reports(results, 2)}
+    for process in (inside, outside):
+        process.join(TIMEOUT_S)
+        assert process.exitcode == 0
+    assert reports[inside.pid] | {"pid": 0} == {
+        "pid": 0,
+        "available": True,
+        "count": 3,
+        "active": True,
+    }
+    assert reports[outside.pid] | {"pid": 0} == {
+        "pid": 0,
+        "available": False,
+        "count": 0,
+        "active": False,
+    }
+
+
+def _pool_task(value: int) -> tuple[int, bool, int]:
+    return value * 2, torch.cuda.is_available(), torch.cuda.device_count()
+
+
+@pytest.mark.skipif(torch.cuda._is_compiled(), reason="needs a torch without CUDA")
+def test_a_spawn_pool_made_in_the_scope_runs_its_tasks_in_it() -> None:
+    """A Pool's workers are processes it starts: made in the scope, its tasks run in the scope."""
+    with transfer_to_device(), multiprocessing.get_context("spawn").Pool(2) as pool:
+        done = pool.map(_pool_task, [1, 2, 3])
+    assert done == [(2, True, 1), (4, True, 1), (6, True, 1)]
+
+
+@pytest.mark.skipif(torch.cuda._is_compiled(), reason="needs a torch without CUDA")
+def test_a_process_that_fails_to_start_keeps_its_own_target() -> None:
+    """A spawn whose arguments cannot be pickled raises as outside; the target is its own again."""
+    process = multiprocessing.get_context("spawn").Process(target=_report_to, args=(lambda: 0,))
+    with transfer_to_device(), pytest.raises((AttributeError, TypeError, ValueError)):
+        process.start()
+    assert process._target is _report_to  # type: ignore[attr-defined]
+    assert patchscope.active() == ()

@@ -1113,3 +1113,151 @@ def test_fsdp_is_reached_once_imported() -> None:
     with transfer_to_device():
         assert FullyShardedDataParallel.__init__ is not original
     assert vars(FullyShardedDataParallel)["__init__"] is original
+
+
+# ---------------------------------------------------------------------------
+# Logical devices on the CPU: device_count=N
+
+
+@needs_no_cuda
+def test_device_count_stands_that_many_logical_devices_on_the_host() -> None:
+    """device_count=N: N devices, each index selectable, every one the host."""
+    with transfer_to_device(device_count=3):
+        assert torch.cuda.device_count() == 3
+        for index in range(3):
+            torch.cuda.set_device(index)
+            assert torch.cuda.current_device() == index
+            assert torch.ones(1, device=f"cuda:{index}").device == CPU
+        with torch.cuda.device(1):
+            assert torch.cuda.current_device() == 1
+        assert torch.cuda.current_device() == 2
+    with transfer_to_device():
+        assert torch.cuda.device_count() == 1
+
+
+@needs_no_cuda
+def test_each_thread_has_its_own_current_device() -> None:
+    """As on CUDA, set_device selects for the calling thread only."""
+    with transfer_to_device(scope="process", device_count=2):
+        torch.cuda.set_device(1)
+
+        def other() -> tuple[int, int]:
+            before = torch.cuda.current_device()
+            torch.cuda.set_device(0)
+            return before, torch.cuda.current_device()
+
+        assert in_other_thread(other) == (0, 0)
+        assert torch.cuda.current_device() == 1
+
+
+@needs_no_cuda
+@pytest.mark.parametrize(("value", "count"), [("4", 4), ("1", 1), ("0", 1), ("two", 1)])
+def test_local_world_size_is_the_default_count(
+    monkeypatch: pytest.MonkeyPatch, value: str, count: int
+) -> None:
+    """Without device_count, one logical device per local rank (torchrun's LOCAL_WORLD_SIZE)."""
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", value)
+    with transfer_to_device():
+        assert torch.cuda.device_count() == count
+    with transfer_to_device(device_count=2):
+        assert torch.cuda.device_count() == 2
+
+
+@pytest.mark.parametrize("count", [0, -1, True, 1.5, "2"])
+def test_a_bad_device_count_is_refused_when_made(count: Any) -> None:
+    """A count that is not an int of at least 1: ValueError naming it, nothing changed."""
+    with pytest.raises(ValueError, match=rf"device_count={count!r}.*int of at least 1"):
+        transfer_to_device(device_count=count)
+    assert patchscope.active() == ()
+
+
+def test_a_device_count_off_the_cpu_is_refused(devices: Any) -> None:
+    """Logical devices stand only on the CPU: named or active, another device refuses a count."""
+    with pytest.raises(ValueError, match=r"transfer_to_device\('xpu', device_count=2\).*CPU"):
+        transfer_to_device("xpu", device_count=2)
+    devices.active("xpu")
+    redirect = transfer_to_device(device_count=2)
+    with pytest.raises(ValueError, match=r"active device is 'xpu'.*leave device_count out"):
+        with redirect:
+            pytest.fail("entered")
+    assert patchscope.active() == ()
+    assert _stack() == 0
+
+
+# ---------------------------------------------------------------------------
+# is_bf16_supported(): what the CPU does natively
+
+
+@needs_no_cuda
+@pytest.mark.parametrize("native", [True, False])
+def test_is_bf16_supported_answers_whether_the_cpu_has_native_bf16(
+    monkeypatch: pytest.MonkeyPatch, native: bool
+) -> None:
+    """True only on a CPU with native bfloat16, including_emulation or not."""
+    monkeypatch.setattr(_runtime, "host_bf16", lambda: native)
+    _runtime._host_bf16_answer.cache_clear()
+    try:
+        with transfer_to_device():
+            assert torch.cuda.is_bf16_supported() is native
+            assert torch.cuda.is_bf16_supported(including_emulation=True) is native
+            assert torch.cuda.is_bf16_supported(False) is native
+    finally:
+        _runtime._host_bf16_answer.cache_clear()
+
+
+@pytest.mark.parametrize(
+    ("machine", "avx512_bf16", "amx", "features", "native"),
+    [
+        ("x86_64", True, False, "", True),
+        ("x86_64", False, True, "", True),
+        ("x86_64", False, False, "", False),
+        ("aarch64", False, False, "fp asimd sve bf16 i8mm", True),
+        ("aarch64", False, False, "fp asimd sve i8mm", False),
+    ],
+)
+def test_host_bf16_reads_the_cpus_features(
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Any,
+    machine: str,
+    avx512_bf16: bool,
+    amx: bool,
+    features: str,
+    native: bool,
+) -> None:
+    """x86: AVX512-BF16 or AMX, as torch probes them; Linux arm64: bf16 in the CPU's Features."""
+    monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: avx512_bf16)
+    monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: amx)
+    monkeypatch.setattr(_runtime.platform, "machine", lambda: machine)
+    monkeypatch.setattr(_runtime.sys, "platform", "linux")
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text(f"processor\t: 0\nFeatures\t: {features}\n", encoding="utf-8")
+    real_open = open
+
+    def fake_open(path: Any, *args: Any, **kwargs: Any) -> Any:
+        return real_open(cpuinfo if path == "/proc/cpuinfo" else path, *args, **kwargs)
+
+    monkeypatch.setattr(_runtime, "open", fake_open, raising=False)
+    assert _runtime.host_bf16() is native
+
+
+# ---------------------------------------------------------------------------
+# Process groups made through names imported first
+
+
+@needs_no_cuda
+@pytest.mark.skipif(not torch.distributed.is_available(), reason="torch.distributed is not built")
+def test_nccl_groups_are_made_on_gloo_through_names_imported_first(tmp_path: Any) -> None:
+    """init_process_group and new_group imported before the scope: nccl becomes gloo."""
+    from torch.distributed import destroy_process_group, get_backend, init_process_group, new_group
+
+    with transfer_to_device():
+        init_process_group("nccl", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
+        try:
+            group = new_group(ranks=[0], backend="nccl")
+            assert get_backend() == get_backend(group) == "gloo"
+            total = torch.ones(2, device="cuda")
+            torch.distributed.all_reduce(total, group=group)
+            assert total.tolist() == [1.0, 1.0]
+        finally:
+            destroy_process_group()
+    assert patchscope.active() == ()
