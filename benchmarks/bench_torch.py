@@ -15,6 +15,12 @@
    ``.to("cuda", non_blocking=True)``) inside ``transfer_to_device()``, vs.
    the same step written for the CPU; the target is a ratio of at most 1.10.
    Also with the scope entered for each step (``@transfer_to_device()``).
+5. What reaching torch's functions by call costs: a ``transfer_to_device()``
+   scope entered and ended, against the same functions rebound by name; and
+   a call of ``torch.cuda.is_available`` (a name imported first) where no
+   scope is active, in this thread while another thread holds a scope (its
+   call runs torch's own function through the redirect's check), and in the
+   scope.
 
     python benchmarks/bench_torch.py
 """
@@ -25,6 +31,7 @@ import contextvars
 import functools
 import importlib.util
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -279,6 +286,93 @@ def bench_transfer_step(
         print(f"  {label:35s} {times[name] / 1e3:8.1f} us  ratio {ratio:.3f} ({verdict})")
 
 
+def bench_reached_by_call(number: int = 200, calls: int = 200_000, repeat: int = 9) -> None:
+    """Print the scope's activation, by call vs. by name, and a call's cost around a scope."""
+    from torch.cuda import is_available
+
+    redirect = transfer_to_device()
+    with redirect:
+        live = patchscope.active()
+    by_call = [act for act in live if act.name == "__code__"]
+    # The same functions, rebound by name on the module that defines them.
+    by_name = patchscope.combine(
+        *(
+            patchscope.redirect_attr(module, act.target.__name__, act.replacement)
+            for act in by_call
+            for module in [sys.modules[act.target.__module__]]
+            if getattr(module, act.target.__name__, None) is act.target
+        )
+    )
+
+    def enter_exit(scope: Any) -> Callable[[], None]:
+        def once() -> None:
+            with scope:
+                pass
+
+        return once
+
+    def plain() -> bool:
+        return False
+
+    # The scope's call redirects alone, against the same functions by name.
+    call_part = patchscope.combine(
+        *(patchscope.redirect_call(act.target, act.replacement) for act in by_call)
+    )
+    scopes = {"scope": redirect, "by_call": call_part, "by_name": by_name}
+    times = dict.fromkeys(scopes, float("inf"))
+    for _ in range(repeat):
+        for key, scope in scopes.items():
+            times[key] = min(times[key], mean_ns(enter_exit(scope), number))
+    print(f"Entered and ended (best of {repeat} x {number}):")
+    rows = [
+        (f"transfer_to_device(), {len(live)} redirects", times["scope"], ""),
+        (f"its {len(by_call)} functions, by call", times["by_call"], ""),
+        (
+            "the same functions, rebound by name",
+            times["by_name"],
+            f"  (by call: {times['by_call'] / times['by_name']:.2f}x)",
+        ),
+    ]
+    for label, ns, note in rows:
+        print(f"  {label:38s} {ns / 1e3:8.1f} us{note}")
+
+    calls_ns = {"plain": float("inf"), "none": float("inf"), "other": float("inf")}
+    for _ in range(repeat):
+        calls_ns["plain"] = min(calls_ns["plain"], mean_ns(plain, calls))
+        calls_ns["none"] = min(calls_ns["none"], mean_ns(is_available, calls))
+    holding, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with transfer_to_device():
+            holding.set()
+            release.wait(600)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    try:
+        if not holding.wait(60):
+            raise RuntimeError("the thread holding the scope did not start")
+        for _ in range(repeat):
+            calls_ns["other"] = min(calls_ns["other"], mean_ns(is_available, calls))
+    finally:
+        release.set()
+        holder.join(60)
+    with transfer_to_device():
+        inside = min(mean_ns(is_available, calls) for _ in range(repeat))
+    base = calls_ns["none"]
+    print(f"A call of torch.cuda.is_available, imported first (best of {repeat} x {calls}):")
+    for label, ns, note in [
+        ("a trivial Python function", calls_ns["plain"], ""),
+        ("no scope active anywhere", base, "  ratio 1.00"),
+        (
+            "another thread holds a scope",
+            calls_ns["other"],
+            f"  ratio {calls_ns['other'] / base:.2f} (torch's own answer)",
+        ),
+        ("in the scope", inside, "  (the host's answer)"),
+    ]:
+        print(f"  {label:38s} {ns:8.0f} ns{note}")
+
 if __name__ == "__main__":
     example = load_example()
     bench_construction(example, dim=64, heads=4, number=100)  # the example's defaults
@@ -286,3 +380,4 @@ if __name__ == "__main__":
     bench_decorated_call()
     bench_host_event()
     bench_transfer_step()
+    bench_reached_by_call()

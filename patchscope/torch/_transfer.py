@@ -128,15 +128,18 @@ def transfer_to_device(
       ``utilization``, the sync debug mode, the allocator's history and
       snapshots in ``torch.cuda.memory``) answer for ``device``, and so do
       the RNG-state functions; on the CPU with the stand-ins the
-      ``patchscope.torch`` guide lists (one device, host memory, capability
-      ``(0, 0)``); ``torch.cuda.nvtx``'s ranges and marks record nothing;
+      ``patchscope.torch`` guide lists (``device_count`` logical devices,
+      each the host; host memory; capability ``(0, 0)``; ``is_bf16_supported()``
+      True only where the CPU computes bfloat16 natively);
+      ``torch.cuda.nvtx``'s ranges and marks record nothing;
     * ``torch.autocast("cuda")``, ``torch.amp.autocast(device_type="cuda")``,
       ``torch.cuda.amp.autocast``, ``torch.amp.GradScaler("cuda")`` and
       ``torch.cuda.amp.GradScaler`` act for ``device``, and
       ``torch.is_autocast_enabled``, ``torch.get_autocast_dtype`` and
       ``torch.get_autocast_gpu_dtype`` answer "cuda" (or no device) for it;
-    * ``torch.distributed.init_process_group(backend="nccl")`` uses the
-      device's backend (gloo on the CPU), ``DistributedDataParallel`` takes
+    * ``torch.distributed.init_process_group(backend="nccl")`` and
+      ``new_group(backend="nccl")`` use the device's backend (gloo on the
+      CPU), ``DistributedDataParallel`` takes
       CUDA-style ``device_ids``/``output_device``, and FSDP (when the program
       imported it) a CUDA-style ``device_id``; a ``DeviceMesh`` of "cuda"
       (``init_device_mesh("cuda", ...)``, for FSDP2's ``fully_shard``) is one
@@ -144,7 +147,26 @@ def transfer_to_device(
       the one device, as torch does on the CPU;
     * the profiler's CUDA activity (``ProfilerActivity.CUDA``,
       ``use_device="cuda"``) profiles the device's own activity, or on the
-      CPU and MPS the CPU's only.
+      CPU and MPS the CPU's only;
+    * a ``multiprocessing`` process started in the scope (``mp.spawn``,
+      ``torch.multiprocessing.start_processes``, a spawn or forkserver
+      context's ``Process`` or ``Pool``) runs its target inside the same
+      ``transfer_to_device()``, ``device_count`` included; a forked one
+      inherits the scope.
+
+    torch's Python functions among these (the runtime queries, seeding,
+    ``torch.load``, ``init_process_group``, ``new_group``, the stream
+    functions) are redirected by call (:func:`patchscope.redirect_call`):
+    names bound to them before the scope (``from torch.cuda import
+    is_available`` at the top of a script) are reached too.
+
+    ``device_count``: how many logical devices ``torch.cuda.device_count()``
+    answers on the CPU, each of them the host, for a job of that many ranks
+    on one machine (gloo underneath); None means one per local rank
+    (``LOCAL_WORLD_SIZE``, which torchrun sets, else 1). ``set_device(i)``
+    selects index ``i`` for the calling thread, as on CUDA. A count is
+    refused with ValueError (nothing changed) where it is not an int of at
+    least 1, or where the device is not the CPU.
 
     The device is resolved at each activation; on CUDA nothing is installed
     (``patchscope.active()`` stays empty). ``with transfer_to_device() as
@@ -426,7 +448,7 @@ def _generator_class(device_type: str) -> type:
 
 
 # What torch.load runs when nothing redirects it (a scope redirects its calls).
-_TORCH_LOAD = original(torch.load)
+_TORCH_LOAD = original(torch.load) if isinstance(torch.load, types.FunctionType) else torch.load
 
 
 @functools.cache
