@@ -15,8 +15,28 @@ import types
 from typing import Any, Literal
 
 from patchscope import Redirect, redirect_attr, redirect_call
+from patchscope._registry import entries, section
+from patchscope._resolve import ABSENT
 
 Scope = Literal["context", "process"]
+
+_CO_VARARGS = 0x04
+_CO_VARKEYWORDS = 0x08
+
+
+def defined(owner: Any, name: str) -> Any:
+    """``owner.name`` as it is when nothing redirects it (None where it is absent then).
+
+    Redirects are built at a first activation, which may come while another
+    scope (another thread's ``scope="process"`` one, an outer one of another
+    device count) has the name rebound to its stand-in: the registry holds
+    what the name was before the first of them.
+    """
+    with section:
+        entry = entries.get((id(owner), name))
+        if entry is not None:
+            return None if entry.original is ABSENT else entry.original
+    return getattr(owner, name, None)
 
 
 def reaching_every_name(
@@ -37,7 +57,7 @@ def reaching_every_name(
     name. Anything else (a class, a builtin, a name to create) is rebound by
     name.
     """
-    value = getattr(owner, name, None)
+    value = defined(owner, name)
     if isinstance(value, types.FunctionType):
         if id(value) in seen:
             return []
@@ -50,32 +70,47 @@ def called_as(function: types.FunctionType, replacement: Any) -> Any:
     """``replacement``, taking what a call redirect of ``function`` passes it.
 
     A call redirect passes the function's parameters as its signature binds
-    them, defaults filled in. A stand-in written for the documented call
-    (``torch.cuda.get_device_name(device=None)``) takes them; one that takes
-    fewer (a backend's function of an older signature) gets those it has.
+    them, defaults filled in: positional-or-keyword ones positionally,
+    keyword-only ones by keyword, ``*args`` and ``**kwargs`` forwarded. A
+    stand-in written for the documented call
+    (``torch.cuda.get_device_name(device=None)``) takes them as they come;
+    one of another signature (a backend's function of an older release) gets
+    the parameters it names, by name, its positional-only ones by position,
+    and the rest only where it takes ``*args``/``**kwargs``.
     """
     try:
-        wanted = inspect.signature(replacement)
+        wanted = inspect.signature(replacement, follow_wrapped=False)  # what it takes
     except (TypeError, ValueError):
         return replacement
     code = function.__code__
-    positional = code.co_argcount
-    keyword_only = code.co_varnames[positional : positional + code.co_kwonlyargcount]
+    count = code.co_argcount
+    names = code.co_varnames[:count]
+    keyword_only = code.co_varnames[count : count + code.co_kwonlyargcount]
+    parameters = list(wanted.parameters.values())
+    takes_varargs = any(p.kind is p.VAR_POSITIONAL for p in parameters)
+    takes_varkw = any(p.kind is p.VAR_KEYWORD for p in parameters)
+    forwards_varargs = bool(code.co_flags & _CO_VARARGS)
+    forwards_varkw = bool(code.co_flags & _CO_VARKEYWORDS)
     try:
-        wanted.bind(*range(positional), **dict.fromkeys(keyword_only))
-        return replacement
+        wanted.bind(*names, **dict.fromkeys(keyword_only))
     except TypeError:
         pass
-    parameters = list(wanted.parameters.values())
-    if any(p.kind is p.VAR_POSITIONAL for p in parameters):
-        return replacement
-    takes = sum(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in parameters)
-    names = {p.name for p in parameters if p.kind is p.KEYWORD_ONLY}
-    any_keyword = any(p.kind is p.VAR_KEYWORD for p in parameters)
+    else:
+        if (takes_varargs or not forwards_varargs) and (takes_varkw or not forwards_varkw):
+            return replacement
+    positional_only = sum(p.kind is p.POSITIONAL_ONLY for p in parameters)
+    by_name = {
+        p.name for p in parameters if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+    }
 
     @functools.wraps(replacement)
     def call(*args: Any, **kwargs: Any) -> Any:
-        kept = {k: v for k, v in kwargs.items() if any_keyword or k in names}
-        return replacement(*args[:takes], **kept)
+        values = dict(zip(names[positional_only:], args[positional_only:count], strict=False))
+        values.update(kwargs)
+        given = list(args[:positional_only])
+        if takes_varargs:
+            given += args[count:]
+        kept = {k: v for k, v in values.items() if takes_varkw or k in by_name}
+        return replacement(*given, **kept)
 
     return call

@@ -185,6 +185,11 @@ def _host_current_device() -> int:
     return int(getattr(_selected, "index", 0))
 
 
+def forget_selection() -> None:
+    """Select logical device 0 again in this thread (its last scope ended)."""
+    vars(_selected).clear()
+
+
 def _host_set_device(device: object) -> None:
     """Selects a logical device: its index is what ``current_device()`` answers in this thread.
 

@@ -46,13 +46,14 @@ from . import _host
 from ._detect import device_type_of
 from ._events import event_class_of
 from ._namespace import _check, _dynamo_cuda_interface, _namespace_redirect
-from ._reach import Scope, reaching_every_name
+from ._reach import Scope, defined, reaching_every_name
 from ._runtime import (
     MEMORY_NAMES,
     NVTX_NAMES,
     OOM_OBSERVER,
     RUNTIME_NAMES,
     device_mapper,
+    forget_selection,
     memory_functions,
     nvtx_functions,
     oom_observer,
@@ -164,9 +165,12 @@ def transfer_to_device(
     answers on the CPU, each of them the host, for a job of that many ranks
     on one machine (gloo underneath); None means one per local rank
     (``LOCAL_WORLD_SIZE``, which torchrun sets, else 1). ``set_device(i)``
-    selects index ``i`` for the calling thread, as on CUDA. A count is
-    refused with ValueError (nothing changed) where it is not an int of at
-    least 1, or where the device is not the CPU.
+    selects index ``i`` for the calling thread, as on CUDA, until the
+    thread's last scope ends. Where the active device is not the CPU the
+    count is the device's own and ``device_count`` is ignored, so the same
+    line runs on a machine with the devices. A count is refused with
+    ValueError (nothing changed) where it is not an int of at least 1, or
+    together with a ``device`` named that is not the CPU.
 
     The device is resolved at each activation; on CUDA nothing is installed
     (``patchscope.active()`` stays empty). ``with transfer_to_device() as
@@ -229,13 +233,8 @@ def _resolve(
     if device_type == "cuda":
         return None
     if device_type != "cpu":
-        if device_count is not None:
-            raise ValueError(
-                f"transfer_to_device(device_count={device_count}): the active device is "
-                f"{device_type!r}, and logical devices stand only on the CPU; leave "
-                "device_count out there (torch.cuda.device_count() answers the device's own)"
-            )
-        count = 1
+        # The active device's own count: the same script runs where there is one.
+        count, device_count = 1, None
     else:
         count = _local_ranks() if device_count is None else device_count
     return _transfer_redirect(
@@ -311,7 +310,7 @@ def _transfer_redirect(
         ),
         *(
             redirect_attr(
-                owner, "__init__", wrap(vars(owner)["__init__"], device_type), scope=scope
+                owner, "__init__", wrap(defined(owner, "__init__"), device_type), scope=scope
             )
             for owner, wrap in _init_wrappers(fsdp)
         ),
@@ -323,7 +322,7 @@ def _transfer_redirect(
         from torch.distributed import distributed_c10d
 
         for name in ("init_process_group", "new_group"):
-            function = getattr(distributed_c10d, name, None)
+            function = defined(distributed_c10d, name)
             if isinstance(function, types.FunctionType):
                 parts += by_call(distributed_c10d, name, _on_backend(function, device_type))
     redirects = combine(*parts)
@@ -576,6 +575,10 @@ def _leave(mode: _DeviceMode) -> None:
         _owned.set(tuple(other for other in owned if other is not mode))
     if mode._thread == _get_ident():
         _sweep()
+        modes = (_stack_at(i) for i in range(_stack_len()))
+        if not any(isinstance(m, _DeviceMode) and not _ended(m) for m in modes):
+            # This thread's last scope ended: the next one starts on device 0.
+            forget_selection()
 
 
 def _sweep() -> None:
@@ -997,8 +1000,8 @@ def _on_backend(function: types.FunctionType, device_type: str) -> Callable[...,
             return run(*args, **kwargs)  # torch's own error
         given = bound.arguments
         backend = given.get("backend")
-        if isinstance(backend, str) and backend.lower() == "nccl":
-            given["backend"] = backend_of_device
+        if isinstance(backend, str):
+            given["backend"] = _mapped_backend(backend, device_type, backend_of_device)
         device_id = given.get("device_id")
         if device_id is not None:
             # gloo takes no device; an accelerator takes its own.
@@ -1006,6 +1009,23 @@ def _on_backend(function: types.FunctionType, device_type: str) -> Callable[...,
         return run(*bound.args, **bound.kwargs)
 
     return on_backend
+
+
+def _mapped_backend(backend: str, device_type: str, backend_of_device: str) -> str:
+    """``backend`` with nccl the device's backend: "nccl", or per device, "cpu:gloo,cuda:nccl"."""
+    if backend.lower() == "nccl":
+        return backend_of_device
+    if ":" not in backend:
+        return backend
+    per_device: dict[str, str] = {}
+    for part in backend.split(","):
+        device, _, name = (piece.strip() for piece in part.partition(":"))
+        if device == "cuda":
+            device = device_type
+        if name.lower() == "nccl":
+            name = backend_of_device
+        per_device.setdefault(device, name)  # the first for a device, as written
+    return ",".join(f"{device}:{name}" for device, name in per_device.items())
 
 
 # ---------------------------------------------------------------------------

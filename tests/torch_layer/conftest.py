@@ -129,17 +129,3 @@ def mps_calls(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, tuple[Any, ...
         monkeypatch.setattr(torch._C, name, fake, raising=False)
     return calls
 
-
-@pytest.fixture(autouse=True)
-def _no_logical_device_selected() -> Any:
-    """Each test starts with no logical device selected in its thread (index 0).
-
-    ``torch.cuda.set_device`` in a scope on the CPU is remembered per thread,
-    as CUDA remembers it; a test that selects must not decide another's answer.
-    """
-    import sys
-
-    yield
-    runtime = sys.modules.get("patchscope.torch._runtime")
-    if runtime is not None:
-        vars(runtime._selected).clear()

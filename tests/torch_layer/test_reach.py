@@ -7,11 +7,12 @@ not reach them; the scope redirects the functions' calls.
 
 from __future__ import annotations
 
+import threading
 import types
 from typing import Any
 
 import pytest
-from _threads import in_other_thread
+from _threads import JOIN, in_other_thread
 
 torch = pytest.importorskip("torch")
 
@@ -186,3 +187,81 @@ def test_a_replacement_taking_fewer_parameters_gets_those_it_has() -> None:
     assert taken == [("cuda:1",), (None,)]
     assert _documented(2) == (2, False)
 
+
+def _two(a: Any, b: Any = None) -> str:
+    return "torch's"
+
+
+def _open(a: Any, **options: Any) -> str:
+    return "torch's"
+
+
+def test_a_replacement_of_another_signature_gets_its_parameters_by_name() -> None:
+    """Keyword-only in the stand-in, a name it lacks, **kwargs it does not take: by name."""
+
+    def keyword_only(a: Any, *, b: Any = None) -> tuple[Any, ...]:
+        return ("keyword-only", a, b)
+
+    def second_only(b: Any = None) -> tuple[Any, ...]:
+        return ("second only", b)
+
+    def first_only(a: Any) -> tuple[Any, ...]:
+        return ("first only", a)
+
+    with patchscope.redirect_call(_two, called_as(_two, keyword_only)):
+        assert _two(1, b=2) == ("keyword-only", 1, 2)
+        assert _two(1, 2) == ("keyword-only", 1, 2)
+    with patchscope.redirect_call(_two, called_as(_two, second_only)):
+        assert _two("X", b="Y") == ("second only", "Y")
+    with patchscope.redirect_call(_open, called_as(_open, first_only)):
+        assert _open(1, extra=2) == ("first only", 1)  # what it does not take is dropped
+    assert _two(1) == _open(1) == "torch's"
+
+
+
+_OOM = "_cuda_attach_out_of_memory_observer"
+
+
+@needs_no_cuda
+def test_a_scope_first_built_inside_another_reaches_torchs_own_functions() -> None:
+    """Built while an outer scope has names rebound: it redirects torch's, not the stand-ins.
+
+    A count no other test uses makes this the first activation of its
+    redirect, inside the outer scope; afterwards it must work alone.
+    """
+    with transfer_to_device(), transfer_to_device(device_count=17):
+        assert isinstance(current_stream(), HostStream) and device_count() == 17
+    assert not hasattr(torch._C, _OOM)
+    for _ in range(2):
+        with transfer_to_device(device_count=17):
+            assert isinstance(torch.cuda.current_stream(), HostStream)
+            assert isinstance(current_stream(), HostStream)
+            assert hasattr(torch._C, _OOM) and device_count() == 17
+    assert not hasattr(torch._C, _OOM)
+    assert patchscope.active() == ()
+
+
+@needs_no_cuda
+def test_a_scope_first_built_while_another_thread_holds_one_for_the_process() -> None:
+    """Another thread's scope="process" scope has the names rebound while this one is built."""
+    holding, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with transfer_to_device(scope="process", device_count=19):
+            holding.set()
+            release.wait(JOIN)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    try:
+        assert holding.wait(JOIN)
+        with transfer_to_device(device_count=23):
+            assert isinstance(current_stream(), HostStream) and device_count() == 23
+    finally:
+        release.set()
+        holder.join(JOIN)
+    assert not holder.is_alive()
+    with transfer_to_device(device_count=23):
+        assert isinstance(current_stream(), HostStream) and device_count() == 23
+        assert hasattr(torch._C, _OOM)  # created by this scope, not the holder's
+    assert patchscope.active() == ()
