@@ -59,7 +59,9 @@ def reaching_every_name(
     """
     value = defined(owner, name)
     if isinstance(value, types.FunctionType):
-        if id(value) in seen:
+        if id(value) in seen or replacement is value:
+            # Redirected once already, or its own stand-in (which a call
+            # redirect would make call itself): nothing to add.
             return []
         seen.add(id(value))
         return [redirect_call(value, called_as(value, replacement), scope=scope)]

@@ -147,6 +147,8 @@ def test_a_function_shared_by_two_names_is_redirected_once() -> None:
         torch.cuda.memory, "memory_allocated", lambda device=None: 8, "context", seen
     )
     assert len(first) == 1 and again == []
+    # A function standing in for itself is left alone (a call redirect would recurse).
+    assert reaching_every_name(torch.cuda, "init", torch.cuda.init, "context", set()) == []
     with first[0]:
         assert torch.cuda.memory.memory_allocated() == 7 == memory_allocated()
 
