@@ -81,7 +81,9 @@ def called_as(function: types.FunctionType, replacement: Any) -> Any:
     and the rest only where it takes ``*args``/``**kwargs``.
     """
     try:
-        wanted = inspect.signature(replacement, follow_wrapped=False)  # what it takes
+        # Through __wrapped__: a stand-in that maps a backend function's
+        # device (functools.wraps) takes what that function takes.
+        wanted = inspect.signature(replacement)
     except (TypeError, ValueError):
         return replacement
     code = function.__code__

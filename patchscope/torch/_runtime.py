@@ -177,17 +177,13 @@ def _check_host_index(device: object, name: str) -> None:
 
 
 # The logical device each thread last selected (``set_device``), as CUDA keeps
-# a current device per thread; every one of them is the host.
+# a current device per thread, for the thread's life; every one of them is
+# the host.
 _selected = threading.local()
 
 
 def _host_current_device() -> int:
     return int(getattr(_selected, "index", 0))
-
-
-def forget_selection() -> None:
-    """Select logical device 0 again in this thread (its last scope ended)."""
-    vars(_selected).clear()
 
 
 def _host_set_device(device: object) -> None:

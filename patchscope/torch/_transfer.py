@@ -53,7 +53,6 @@ from ._runtime import (
     OOM_OBSERVER,
     RUNTIME_NAMES,
     device_mapper,
-    forget_selection,
     memory_functions,
     nvtx_functions,
     oom_observer,
@@ -165,8 +164,8 @@ def transfer_to_device(
     answers on the CPU, each of them the host, for a job of that many ranks
     on one machine (gloo underneath); None means one per local rank
     (``LOCAL_WORLD_SIZE``, which torchrun sets, else 1). ``set_device(i)``
-    selects index ``i`` for the calling thread, as on CUDA, until the
-    thread's last scope ends. Where the active device is not the CPU the
+    selects index ``i`` for the calling thread, as on CUDA, where the
+    selection lasts as long as the thread. Where the active device is not the CPU the
     count is the device's own and ``device_count`` is ignored, so the same
     line runs on a machine with the devices. A count is refused with
     ValueError (nothing changed) where it is not an int of at least 1, or
@@ -575,10 +574,6 @@ def _leave(mode: _DeviceMode) -> None:
         _owned.set(tuple(other for other in owned if other is not mode))
     if mode._thread == _get_ident():
         _sweep()
-        modes = (_stack_at(i) for i in range(_stack_len()))
-        if not any(isinstance(m, _DeviceMode) and not _ended(m) for m in modes):
-            # This thread's last scope ended: the next one starts on device 0.
-            forget_selection()
 
 
 def _sweep() -> None:
@@ -992,7 +987,8 @@ def _on_backend(function: types.FunctionType, device_type: str) -> Callable[...,
     run = original(function)
     signature = inspect.signature(function)  # follows torch's decorators' __wrapped__
 
-    @functools.wraps(function)
+    # Not functools.wraps: what it takes is (*args, **kwargs), and
+    # called_as reads that through __wrapped__ otherwise.
     def on_backend(*args: Any, **kwargs: Any) -> Any:
         try:
             bound = signature.bind(*args, **kwargs)
@@ -1008,23 +1004,32 @@ def _on_backend(function: types.FunctionType, device_type: str) -> Callable[...,
             given["device_id"] = None if device_type == "cpu" else mapped(device_id)
         return run(*bound.args, **bound.kwargs)
 
+    on_backend.__name__ = on_backend.__qualname__ = function.__name__
+    on_backend.__doc__ = function.__doc__
     return on_backend
 
 
 def _mapped_backend(backend: str, device_type: str, backend_of_device: str) -> str:
-    """``backend`` with nccl the device's backend: "nccl", or per device, "cpu:gloo,cuda:nccl"."""
+    """``backend`` with nccl the device's backend: "nccl", or per device, "cpu:gloo,cuda:nccl".
+
+    Per device, "cuda" names the device where it has a backend of its own
+    (xccl, hccl), else the CPU; an entry written for a device outright wins
+    over one mapped to it.
+    """
     if backend.lower() == "nccl":
         return backend_of_device
     if ":" not in backend:
         return backend
-    per_device: dict[str, str] = {}
+    target = device_type if device_type in _BACKENDS else "cpu"
+    written: dict[str, str] = {}
+    mapped: dict[str, str] = {}
     for part in backend.split(","):
-        device, _, name = (piece.strip() for piece in part.partition(":"))
+        device, _, name = (piece.strip().lower() for piece in part.partition(":"))
         if device == "cuda":
-            device = device_type
-        if name.lower() == "nccl":
-            name = backend_of_device
-        per_device.setdefault(device, name)  # the first for a device, as written
+            mapped.setdefault(target, backend_of_device if name == "nccl" else name)
+        else:
+            written.setdefault(device, backend_of_device if name == "nccl" else name)
+    per_device = {**mapped, **written}
     return ",".join(f"{device}:{name}" for device, name in per_device.items())
 
 

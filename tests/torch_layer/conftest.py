@@ -129,3 +129,19 @@ def mps_calls(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, tuple[Any, ...
         monkeypatch.setattr(torch._C, name, fake, raising=False)
     return calls
 
+
+@pytest.fixture(autouse=True)
+def _a_fresh_threads_selection() -> Any:
+    """Each test selects as a fresh thread would: logical device 0.
+
+    ``torch.cuda.set_device`` in a scope on the CPU lasts as long as the
+    thread, as on CUDA (tests/torch_layer/test_transfer.py checks that); the
+    tests share one thread, and one test's selection must not decide
+    another's answer.
+    """
+    import sys
+
+    yield
+    runtime = sys.modules.get("patchscope.torch._runtime")
+    if runtime is not None:
+        vars(runtime._selected).clear()

@@ -267,3 +267,15 @@ def test_a_scope_first_built_while_another_thread_holds_one_for_the_process() ->
         assert isinstance(current_stream(), HostStream) and device_count() == 23
         assert hasattr(torch._C, _OOM)  # created by this scope, not the holder's
     assert patchscope.active() == ()
+
+
+def test_a_stand_in_wrapping_a_backend_function_takes_what_that_function_takes() -> None:
+    """A device-mapping wrapper (functools.wraps) of an older backend signature is adapted."""
+    from patchscope.torch._runtime import _taking_mapped_device
+
+    def backend_memory_summary(device: Any = None) -> tuple[str, Any]:
+        return "backend", device
+
+    stand_in = _taking_mapped_device(backend_memory_summary, "xpu")
+    with patchscope.redirect_call(_documented, called_as(_documented, stand_in)):
+        assert _documented("cuda:1", abbreviated=True) == ("backend", torch.device("xpu", 1))

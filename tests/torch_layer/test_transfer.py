@@ -814,8 +814,14 @@ def test_nccl_becomes_the_device_backend(device_type: str, backend: str, device_
     calls.clear()
     wrapped("cpu:gloo,cuda:nccl")
     wrapped("cuda:nccl")
-    own = {"cpu": "cpu:gloo", "xpu": "cpu:gloo,xpu:xccl", "npu": "cpu:gloo,npu:hccl"}
-    assert [call[0] for call in calls] == [own[device_type], f"{device_type}:{backend}"]
+    wrapped("CUDA:NCCL, CPU:mpi")  # what is written for a device outright is kept
+    own = {"cpu": "cpu:gloo", "xpu": "xpu:xccl,cpu:gloo", "npu": "npu:hccl,cpu:gloo"}
+    mpi = {"cpu": "cpu:mpi", "xpu": "xpu:xccl,cpu:mpi", "npu": "npu:hccl,cpu:mpi"}
+    assert [call[0] for call in calls] == [
+        own[device_type],
+        f"{device_type}:{backend}",
+        mpi[device_type],
+    ]
 
 
 def test_ddp_device_ids_name_the_device() -> None:
@@ -1141,16 +1147,24 @@ def test_device_count_stands_that_many_logical_devices_on_the_host() -> None:
 
 
 @needs_no_cuda
-def test_the_selection_lasts_until_the_threads_last_scope_ends() -> None:
-    """Nested scopes keep the thread's selection; after the outermost, device 0 again."""
+def test_the_selection_lasts_as_long_as_the_thread() -> None:
+    """As on CUDA: across nested and later scopes and a decorated generator's steps."""
     with transfer_to_device(device_count=4):
         torch.cuda.set_device(3)
         with transfer_to_device(device_count=4):
             assert torch.cuda.current_device() == 3
             torch.cuda.set_device(2)
         assert torch.cuda.current_device() == 2
-    with transfer_to_device():
-        assert torch.cuda.current_device() == 0 < torch.cuda.device_count()
+    with transfer_to_device(device_count=4):
+        assert torch.cuda.current_device() == 2
+
+    @transfer_to_device(device_count=4)
+    def steps() -> Iterator[int]:
+        torch.cuda.set_device(1)
+        yield torch.cuda.current_device()
+        yield torch.cuda.current_device()
+
+    assert list(steps()) == [1, 1]
 
 
 @needs_no_cuda
