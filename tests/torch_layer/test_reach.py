@@ -35,16 +35,11 @@ from patchscope.torch._reach import called_as, reaching_every_name  # noqa: E402
 needs_no_cuda = pytest.mark.skipif(
     torch.cuda._is_compiled(), reason="needs a torch on which CUDA calls fail"
 )
-IMPORTED = (
-    current_device,
-    current_stream,
-    device_count,
-    get_device_name,
-    is_available,
-    manual_seed,
-    memory_allocated,
-    set_device,
-    synchronize,
+# Every torch.cuda function imported above.
+IMPORTED = tuple(
+    value
+    for value in list(globals().values())
+    if isinstance(value, types.FunctionType) and value.__module__.startswith("torch.cuda")
 )
 
 
