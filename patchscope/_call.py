@@ -4,26 +4,35 @@
 ``setattr`` on ``torch.cuda`` leaves that name, references stored elsewhere
 and bound methods taken earlier alone. What every one of them shares is the
 function object, and what a call of it runs is its ``__code__``. So while any
-call redirect of a function is live, its ``__code__`` is a *trampoline*: a
-code object with the function's own parameters (names, kinds, count of free
-variables) and kind (plain, generator, coroutine, async generator) that asks
-the function's :class:`CallDispatcher` what to call and calls that with its
-parameters. The dispatcher answers this context's innermost open activation's
-replacement, else the most recently entered open process-scope one's, else a
-*shadow*: a function made from the original code, the function's globals and
-its closure. The function keeps its identity, signature, defaults, name,
+call redirect of a function is live, its ``__code__`` is code of ours that
+asks the function's :class:`CallDispatcher` what to run:
+
+- a plain function runs its own code with a check in front of the body
+  (``_prologue``): ``active(body)`` answers, in C, whether a redirect applies
+  to this call; if not, the body runs in the same frame, and if so
+  ``choose()``'s answer is called with the parameters;
+- a generator, coroutine or async generator function (whose body starts
+  later than its call), or code the check cannot be spliced into exactly,
+  runs a *trampoline*: a code object with the function's own parameters
+  (names, kinds, count of free variables) and kind that calls ``choose()``'s
+  answer with its parameters.
+
+``choose()`` answers this context's innermost open activation's replacement,
+else the most recently entered open process-scope one's, else a *shadow*: a
+function made from the original code, the function's globals and its
+closure. The function keeps its identity, signature, defaults, name,
 ``__doc__`` and ``__dict__``; only ``__code__`` changes, process-wide.
 
 To the registry a call redirect is a process-scope redirect of
 ``func.__code__`` (a data descriptor of functions: the ``SETATTR`` kind, which
-restores through ``setattr`` and detects somebody else's assignment) to the
-trampoline; in context scope each activation is also pushed onto
+restores through ``setattr`` and detects somebody else's assignment) to that
+code; in context scope each activation is also pushed onto
 ``_slots.ACTIVATIONS`` with the dispatcher as its slot, as constructions are.
 
-The trampoline holds the dispatcher among its constants (a function's
+The code holds the dispatcher among its constants (a function's
 ``__globals__`` and ``__closure__`` are read-only, and its defaults must not
-change), inside a carrier code object that torch.compile can trace, and calls
-``<carrier>.co_consts[0].choose()``. Generators delegate with
+change), inside a carrier code object that torch.compile can trace, and
+reaches it as ``<carrier>.co_consts[0]``. Generators delegate with
 ``yield from``, coroutines with ``await``, and async generators forward
 ``asend``/``athrow``/``aclose`` by hand; for those three kinds the choice is
 made when the body starts (the first ``next()``/``send()``/``await``), in the
@@ -39,6 +48,7 @@ import types
 import weakref
 from typing import TYPE_CHECKING, Any
 
+from . import _prologue
 from ._accel import twin
 from ._errors import UnsupportedTargetError
 from ._redirect import Redirect, RedirectCore, activate, check_scope, with_enter, with_exit
@@ -54,7 +64,7 @@ _CO_ITERABLE_COROUTINE = 0x100
 _CO_ASYNC_GENERATOR = 0x200
 _KINDS = _CO_GENERATOR | _CO_COROUTINE | _CO_ASYNC_GENERATOR
 
-#: The constant the trampoline's source reaches the dispatcher through, replaced
+#: The constant the source of our code reaches the dispatcher through, replaced
 #: by a carrier: a code object (never run) whose only constant is the dispatcher.
 #: torch.compile (Dynamo) traces a LOAD_CONST only of literals and code
 #: objects, and asserts on anything else; ``carrier.co_consts[0]`` it reads as
@@ -66,44 +76,60 @@ _CARRIER = compile(repr(_PLACEHOLDER), "<patchscope call dispatcher>", "eval")
 class _PyCallDispatcherBase:
     """The fields of a call dispatcher, and its choice: what a call of the function runs now.
 
-    ``code_ref`` is a weak reference to the trampoline (which holds the
-    dispatcher among its constants: code objects are invisible to the
-    garbage collector, so a strong one would be a cycle never collected),
-    ``shadow`` the function that runs the original code, ``entries`` and
+    ``shadow`` is the function that runs the original code, ``entries`` and
     ``key`` find the registry's entry, ``var`` holds this context's
     activations.
     """
 
-    __slots__ = ("__weakref__", "code_ref", "entries", "key", "shadow", "var")
-    code_ref: weakref.ref[types.CodeType]
+    __slots__ = ("__weakref__", "entries", "key", "shadow", "var")
     entries: dict[Any, Any]
     key: tuple[int, str]
     shadow: Any  # a function (a FunctionType annotation would read as a method)
     var: contextvars.ContextVar[tuple[Any, ...]]
 
-    def choose(self) -> Any:
-        """This context's innermost open activation's replacement, else the newest process one's.
+    def _find(self) -> tuple[Any, Any]:
+        """(the replacement a call runs now or None, the registry's entry or None).
 
-        Else the shadow of the original (rebuilt if the function's code was
-        replaced between two scopes).
+        The replacement is this context's innermost open activation's, else
+        the newest open process-scope call activation's.
         """
         for act in reversed(self.var.get()):
             if act._slot is self and act.open:
-                return act._redirect._replacement
+                return act._redirect._replacement, None
         entry = self.entries.get(self.key)
-        if entry is None:
-            # No activation anywhere: a call that began as the last one ended.
-            return self.shadow
-        for act in reversed(entry.stack):
-            if act.open and act._slot is None and act._value is self.code_ref():
-                # The newest open process-scope call activation (not some
-                # other redirect of this function's __code__).
-                return act._redirect._replacement
-        original = entry.original
-        if self.shadow.__code__ is not original and type(original) is types.CodeType:
-            # The function's code was replaced between two scopes.
-            self.shadow = _shadow(self.shadow, original)
+        if entry is not None:
+            for act in reversed(entry.stack):
+                # Not some other redirect of this function's __code__: call
+                # redirects carry the dispatcher's own key object.
+                if act.open and act._slot is None and act._redirect._key is self.key:
+                    return act._redirect._replacement, entry
+        return None, entry
+
+    def choose(self) -> Any:
+        """What a call runs now: the replacement ``_find`` gives, else the original's shadow.
+
+        The shadow is rebuilt if the function's code was replaced between
+        two scopes.
+        """
+        replacement, entry = self._find()
+        if replacement is not None:
+            return replacement
+        # A call that began as the last activation ended finds no entry.
+        if entry is not None:
+            original = entry.original
+            if self.shadow.__code__ is not original and type(original) is types.CodeType:
+                self.shadow = _shadow(self.shadow, original)
         return self.shadow
+
+    def active(self, body: types.CodeType) -> bool:
+        """Whether a call of the function, whose code runs *body*, must run ``choose()``'s answer.
+
+        Also when *body* is not the original the registry restores: code
+        built before somebody else replaced the function's is stale, and
+        ``choose()`` runs the current original.
+        """
+        replacement, entry = self._find()
+        return replacement is not None or (entry is not None and entry.original is not body)
 
 
 # Twin: the C accelerator's CallDispatcherBase (call.c); keep in sync.
@@ -114,13 +140,19 @@ else:
 
 
 class CallDispatcher(CallDispatcherBase):
-    """What a redirected function's trampoline calls: one per function (and parameter shape).
+    """What a redirected function's code asks what to run: one per function.
 
     Shared by all call redirects of the function, so nested and concurrent
-    activations install the identical trampoline (see ``choose``).
+    activations install the identical code while the function's original is
+    the same (see ``_dispatcher``).
     """
 
-    __slots__ = ("func_ref", "shape")
+    __slots__ = ("built_from", "code_ref", "func_ref")
+    #: Weak, to the newest code made for the function (which holds the
+    #: dispatcher among its constants: code objects are invisible to the
+    #: garbage collector, so a strong reference would be a cycle never
+    #: collected).
+    code_ref: weakref.ref[types.CodeType]
 
     # What the async-generator trampoline's ``except`` clauses name: reached
     # through the dispatcher, never through the function's globals.
@@ -134,14 +166,14 @@ class CallDispatcher(CallDispatcherBase):
         self.key = (id(func), "__code__")
         self.var = ACTIVATIONS  # what the registry pushes this context's activations onto
         self.entries = entries
-        self.shape = _shape(original)
+        self.built_from: types.CodeType | None = None  # the original code_ref's code runs
         self.shadow = _shadow(func, original)
 
 
 def _shadow(model: types.FunctionType, code: types.CodeType) -> types.FunctionType:
     """A function that runs *code* as *model* would: its globals, name and closure.
 
-    The trampoline passes every parameter, so it needs no defaults.
+    Our code passes every parameter, so it needs no defaults.
     """
     shadow = types.FunctionType(code, model.__globals__, model.__name__, None, model.__closure__)
     shadow.__qualname__ = model.__qualname__
@@ -170,12 +202,6 @@ def _parameters(code: types.CodeType) -> tuple[list[str], list[str], list[str], 
     )
 
 
-def _shape(code: types.CodeType) -> tuple[Any, ...]:
-    """What a trampoline copies from *code*: equal shapes share one trampoline."""
-    flags = code.co_flags & (_CO_VARARGS | _CO_VARKEYWORDS | _KINDS | _CO_ITERABLE_COROUTINE)
-    return (*_parameters(code), flags, code.co_freevars)
-
-
 def _unique(taken: set[str], stem: str) -> str:
     name = stem
     while name in taken:
@@ -184,19 +210,13 @@ def _unique(taken: set[str], stem: str) -> str:
     return name
 
 
-def _trampoline(original: types.CodeType, disp: CallDispatcher) -> types.CodeType:
-    """The code a redirected function runs: *original*'s parameters, kind and free variables.
+def _passing(code: types.CodeType) -> tuple[str, str]:
+    """(*code*'s parameter list, the arguments that pass each on), as source.
 
-    It calls ``disp.choose()`` and calls what that gives with its parameters:
-    positional ones positionally, keyword-only ones by keyword, ``*args`` and
-    ``**kwargs`` forwarded. Compiled from source inside an outer function
-    whose locals are the free variables' names, so it has as many free
-    variables as the function's closure (assigning ``__code__`` checks that);
-    it never reads them.
+    Positional parameters are passed positionally, keyword-only ones by
+    keyword, ``*args`` and ``**kwargs`` forwarded.
     """
-    posonly, positional, kwonly, varargs, varkw = _parameters(original)
-    freevars = list(original.co_freevars)
-    taken = {*posonly, *positional, *kwonly, varargs, varkw, *freevars}
+    posonly, positional, kwonly, varargs, varkw = _parameters(code)
     params: list[str] = []
     if posonly:
         params += [*posonly, "/"]
@@ -214,8 +234,25 @@ def _trampoline(original: types.CodeType, disp: CallDispatcher) -> types.CodeTyp
     args += [f"{k}={k}" for k in kwonly]
     if varkw:
         args.append(f"**{varkw}")
+    return ", ".join(params), ", ".join(args)
+
+
+def _trampoline(original: types.CodeType, disp: CallDispatcher) -> types.CodeType:
+    """The code a redirected function runs: *original*'s parameters, kind and free variables.
+
+    It calls ``disp.choose()`` and calls what that gives with its parameters:
+    positional ones positionally, keyword-only ones by keyword, ``*args`` and
+    ``**kwargs`` forwarded. Compiled from source inside an outer function
+    whose locals are the free variables' names, so it has as many free
+    variables as the function's closure (assigning ``__code__`` checks that);
+    it never reads them.
+    """
+    posonly, positional, kwonly, varargs, varkw = _parameters(original)
+    freevars = list(original.co_freevars)
+    taken = {*posonly, *positional, *kwonly, varargs, varkw, *freevars}
+    params, args = _passing(original)
     disp_expr = f"{_PLACEHOLDER!r}.co_consts[0]"
-    call = f"{disp_expr}.choose()({', '.join(args)})"
+    call = f"{disp_expr}.choose()({args})"
     flags = original.co_flags
     if flags & _CO_ASYNC_GENERATOR:
         agen, value, sent, exc = (_unique(taken, n) for n in ("agen", "value", "sent", "exc"))
@@ -253,7 +290,7 @@ def _trampoline(original: types.CodeType, disp: CallDispatcher) -> types.CodeTyp
     lines = ["def outer():"]
     if freevars:
         lines.append(f"    {' = '.join(freevars)} = None")
-    lines += ["    " + line.replace("{params}", ", ".join(params)) for line in body]
+    lines += ["    " + line.replace("{params}", params) for line in body]
     if freevars:
         # Referenced where it never runs: free variables, never read.
         lines[-len(body) + 1 : -len(body) + 1] = [f"        if 0: ({', '.join(freevars)},)"]
@@ -276,17 +313,17 @@ def _trampoline(original: types.CodeType, disp: CallDispatcher) -> types.CodeTyp
 
 
 #: id(function) -> the function's dispatcher, while something (a redirect, an
-#: installed trampoline) keeps that alive.
+#: installed code) keeps that alive.
 _dispatchers: weakref.WeakValueDictionary[int, CallDispatcher] = weakref.WeakValueDictionary()
 
 
 def dispatcher_of(code: object) -> CallDispatcher | None:
-    """The dispatcher whose trampoline *code* is, else None."""
+    """The dispatcher whose code *code* is (a trampoline or a checked original), else None."""
     if type(code) is types.CodeType:
         for const in code.co_consts:
             if type(const) is types.CodeType and const.co_filename == _CARRIER.co_filename:
                 disp = const.co_consts[0] if const.co_consts else None
-                if type(disp) is CallDispatcher and disp.code_ref() is code:
+                if type(disp) is CallDispatcher:
                     return disp
     return None
 
@@ -298,30 +335,46 @@ def _original_code(func: types.FunctionType) -> types.CodeType:
         return entry.original
     code = func.__code__
     disp = dispatcher_of(code)
-    # A trampoline nothing accounts for (a fault): what its shadow runs.
+    # Code of ours nothing accounts for (a fault): what its shadow runs.
     return disp.shadow.__code__ if disp is not None else code
 
 
-def _dispatcher(func: types.FunctionType) -> tuple[CallDispatcher, types.CodeType]:
-    """The function's shared dispatcher and its trampoline, made on first use.
+def _redirected_code(original: types.CodeType, disp: CallDispatcher) -> types.CodeType:
+    """What the function runs while redirected: *original* behind a check, else a trampoline.
 
-    Under the registry lock. Whatever keeps a dispatcher alive (a redirect,
-    an installed trampoline) keeps its trampoline alive too, but only the
-    caller holds a new one's until a redirect takes it.
+    The check (see ``_prologue``) serves plain functions; generator,
+    coroutine and async generator functions, and code the check cannot be
+    spliced into exactly, get a trampoline.
+    """
+    if not original.co_flags & _KINDS:
+        carrier = _CARRIER.replace(co_consts=(disp,))
+        params, args = _passing(original)
+        code = _prologue.build(original, carrier, params, args, _PLACEHOLDER)
+        if code is not None:
+            return code
+    return _trampoline(original, disp)
+
+
+def _dispatcher(func: types.FunctionType) -> tuple[CallDispatcher, types.CodeType]:
+    """The function's dispatcher and the code a redirect of it installs, made on first use.
+
+    Under the registry lock. One dispatcher serves the function for as long
+    as anything keeps it alive (a redirect, installed code), so that nested
+    and concurrent activations all go on it; its code is made again when the
+    function's original code changed. Whatever keeps a dispatcher alive
+    keeps the code it was made for alive too, but only the caller holds new
+    code until a redirect takes it.
     """
     with section:
         original = _original_code(func)
         disp = _dispatchers.get(id(func))
-        code = disp.code_ref() if disp is not None else None
-        if (
-            disp is None
-            or code is None
-            or disp.func_ref() is not func
-            or disp.shape != _shape(original)
-        ):
+        if disp is None or disp.func_ref() is not func:
             disp = _dispatchers[id(func)] = CallDispatcher(func, original)
-            code = _trampoline(original, disp)
+        code = disp.code_ref() if disp.built_from is original else None
+        if code is None:
+            code = _redirected_code(original, disp)
             disp.code_ref = weakref.ref(code)
+            disp.built_from = original
         return disp, code
 
 
@@ -336,7 +389,7 @@ class CallRedirect(Redirect, RedirectCore):
         self._name = "__code__"
         self._create = False
         # Context scope is the dispatcher's business: the registry installs the
-        # trampoline process-wide and pushes each activation onto its variable.
+        # code process-wide and pushes each activation onto its variable.
         self._ctx = False
         self._target = func
         self._replacement = replacement
@@ -416,12 +469,13 @@ def redirect_call(func: Any, replacement: Any, *, scope: str = "context") -> Red
     Reaches every name bound to the function (``from torch.cuda import
     is_available``, references stored on other objects, bound methods taken
     earlier, a staticmethod's function), because it replaces what the
-    function object runs: ``func.__code__`` becomes a trampoline while any
-    call redirect of it is live, and is the original again by identity when
-    the last one ends. *replacement* is called with *func*'s parameters as
-    its signature binds them (defaults filled in): positional(-or-keyword)
-    ones positionally, keyword-only ones by keyword, ``*args``/``**kwargs``
-    forwarded. :func:`patchscope.original` gives a callable that runs the
+    function object runs: while any call redirect of it is live,
+    ``func.__code__`` is its own code behind a check (a trampoline for
+    generator, coroutine and async generator functions), and it is the
+    original again by identity when the last one ends. *replacement* is
+    called with *func*'s parameters as its signature binds them (defaults
+    filled in): positional(-or-keyword) ones positionally, keyword-only ones
+    by keyword, ``*args``/``**kwargs`` forwarded. :func:`patchscope.original` gives a callable that runs the
     original code, for replacements that wrap it.
 
     The function's identity, ``inspect.signature``, ``__name__``,

@@ -606,6 +606,20 @@ def test_code_replaced_between_scopes_is_the_new_original() -> None:
     assert func.__code__ is new
 
 
+def test_a_redirect_made_before_the_code_changed_never_runs_the_old_body() -> None:
+    """Its code holds the body it was made from: other threads still run the current original."""
+    func = fresh()
+    r = redirect_call(func, negate)
+    func.__code__ = new = fresh("return x * 10").__code__
+    with r:
+        assert func(2) == -2
+        assert in_other_thread(lambda: func(2)) == 20
+        assert original(func)(2) == 20
+    assert func.__code__ is new
+    with r:
+        assert in_other_thread(lambda: func(3)) == 30
+
+
 def test_code_of_another_shape_between_scopes_gets_its_own_trampoline() -> None:
     """New parameters after a scope: the next redirect passes those, and restores that code."""
     func = fresh("return x", "x")

@@ -1,13 +1,14 @@
 /* The call dispatcher's choice: twin of _call._PyCallDispatcherBase.
- * choose() runs on every call of a redirected function, from every thread,
- * while any call redirect of it is live (the other-threads path of the
- * cost target); keep it in sync with _call. */
+ * active() (a redirected plain function's check) or choose() (a trampoline's)
+ * runs on every call of a redirected function, from every thread, while any
+ * call redirect of it is live (the other-threads path of the cost target);
+ * keep them in sync with _call. */
 #include "speedups.h"
 
 typedef struct {
     PyObject_HEAD
     PyObject *weakrefs;
-    PyObject *code_ref, *entries, *key, *shadow, *var; /* code_ref: weak, to the trampoline */
+    PyObject *entries, *key, *shadow, *var;
     PyObject *hashed_key; /* the key key_hash belongs to (Python code sets key) */
     Py_hash_t key_hash;
 } CallDispObject;
@@ -18,7 +19,7 @@ call_disp_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     CallDispObject *self = (CallDispObject *)type->tp_alloc(type, 0);
     if (self == NULL)
         return NULL;
-    PyObject **fields[] = {&self->code_ref, &self->entries, &self->key, &self->shadow, &self->var,
+    PyObject **fields[] = {&self->entries, &self->key, &self->shadow, &self->var,
                            &self->hashed_key};
     for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {
         Py_INCREF(Py_None);
@@ -59,76 +60,109 @@ reshadow(PyObject *shadow, PyObject *code)
     return made;
 }
 
-static PyObject *
-call_disp_choose(CallDispObject *self, PyObject *unused)
+/* The replacement a call runs now (a new reference, in *found*; NULL when the
+ * original runs): this context's innermost open activation's, else the
+ * newest open process-scope call activation's. *entry* is the registry's
+ * entry (borrowed), NULL when there is none. -1 on an error. */
+static int
+find_replacement(CallDispObject *self, PyObject **found, PyObject **entry)
 {
+    *found = NULL;
+    *entry = NULL;
     PyObject *acts;
     if (PyContextVar_Get(self->var, empty_tuple, &acts) < 0)
-        return NULL;
+        return -1;
     if (PyTuple_Check(acts)) {
         for (Py_ssize_t i = PyTuple_GET_SIZE(acts) - 1; i >= 0; i--) {
             PyObject *act = PyTuple_GET_ITEM(acts, i);
             if (IS_ACT(act) && ((ActObject *)act)->slot == (PyObject *)self &&
                 ((ActObject *)act)->open) {
-                PyObject *found = replacement_of((ActObject *)act);
+                *found = replacement_of((ActObject *)act);
                 Py_DECREF(acts);
-                return found;
+                return *found == NULL ? -1 : 0;
             }
         }
     }
     Py_DECREF(acts);
-    if (!PyDict_Check(self->entries) || !PyFunction_Check(self->shadow)) {
+    if (!PyDict_Check(self->entries)) {
         PyErr_SetString(PyExc_TypeError, "patchscope: a call dispatcher not set up");
-        return NULL;
+        return -1;
     }
     if (self->hashed_key != self->key) {
         Py_hash_t hash = PyObject_Hash(self->key);
         if (hash == -1)
-            return NULL;
+            return -1;
         self->key_hash = hash;
         set_field(&self->hashed_key, self->key);
     }
-    PyObject *entry = _PyDict_GetItem_KnownHash(self->entries, self->key, self->key_hash);
-    if (entry == NULL) {
-        if (PyErr_Occurred())
-            return NULL;
-        /* No activation anywhere: a call that began as the last one ended. */
-        Py_INCREF(self->shadow);
-        return self->shadow;
-    }
-    if (!IS_OF(entry, &EntryType)) {
+    *entry = _PyDict_GetItem_KnownHash(self->entries, self->key, self->key_hash);
+    if (*entry == NULL)
+        return PyErr_Occurred() ? -1 : 0; /* no activation anywhere */
+    if (!IS_OF(*entry, &EntryType)) {
         PyErr_SetString(PyExc_TypeError, "patchscope: a registry entry of another kind");
-        return NULL;
+        return -1;
     }
-    PyObject *stack = ((EntryObject *)entry)->stack;
+    PyObject *stack = ((EntryObject *)*entry)->stack;
     for (Py_ssize_t i = PyList_GET_SIZE(stack) - 1; i >= 0; i--) {
-        PyObject *act = PyList_GET_ITEM(stack, i);
-        if (IS_ACT(act) && ((ActObject *)act)->open && ((ActObject *)act)->slot == Py_None) {
-            /* The newest open process-scope call activation (not some other
-             * redirect of this function's __code__). */
-            PyObject *code = PyWeakref_Check(self->code_ref) ? get_ref(self->code_ref) : NULL;
-            int ours = code != NULL && ((ActObject *)act)->value == code;
-            Py_XDECREF(code);
-            if (ours)
-                return replacement_of((ActObject *)act);
+        ActObject *act = (ActObject *)PyList_GET_ITEM(stack, i);
+        /* The newest open process-scope call activation of this function (not
+         * some other redirect of its __code__: call redirects carry the
+         * dispatcher's own key object). */
+        if (IS_ACT(act) && act->open && act->slot == Py_None && IS_RCORE(act->redirect) &&
+            ((RCoreObject *)act->redirect)->key == self->key) {
+            *found = replacement_of(act);
+            return *found == NULL ? -1 : 0;
         }
     }
-    PyObject *original = ((EntryObject *)entry)->original;
-    if (((PyFunctionObject *)self->shadow)->func_code != original && PyCode_Check(original)) {
-        /* The function's code was replaced between two scopes. */
-        PyObject *made = reshadow(self->shadow, original);
-        if (made == NULL)
-            return NULL;
-        Py_SETREF(self->shadow, made);
+    return 0;
+}
+
+static PyObject *
+call_disp_choose(CallDispObject *self, PyObject *unused)
+{
+    PyObject *found, *entry;
+    if (find_replacement(self, &found, &entry) < 0)
+        return NULL;
+    if (found != NULL)
+        return found;
+    if (!PyFunction_Check(self->shadow)) {
+        PyErr_SetString(PyExc_TypeError, "patchscope: a call dispatcher not set up");
+        return NULL;
+    }
+    if (entry != NULL) {
+        /* A call that began as the last activation ended finds no entry. */
+        PyObject *original = ((EntryObject *)entry)->original;
+        if (((PyFunctionObject *)self->shadow)->func_code != original && PyCode_Check(original)) {
+            /* The function's code was replaced between two scopes. */
+            PyObject *made = reshadow(self->shadow, original);
+            if (made == NULL)
+                return NULL;
+            Py_SETREF(self->shadow, made);
+        }
     }
     Py_INCREF(self->shadow);
     return self->shadow;
 }
 
+static PyObject *
+call_disp_active(CallDispObject *self, PyObject *body)
+{
+    PyObject *found, *entry;
+    if (find_replacement(self, &found, &entry) < 0)
+        return NULL;
+    if (found != NULL) {
+        Py_DECREF(found);
+        Py_RETURN_TRUE;
+    }
+    /* A body other than the original the registry restores is stale (the
+     * code was built before somebody else replaced the function's): choose()
+     * runs the current one. */
+    return PyBool_FromLong(entry != NULL && ((EntryObject *)entry)->original != body);
+}
+
 static int
 call_disp_traverse(CallDispObject *self, visitproc visit, void *arg)
 {
-    Py_VISIT(self->code_ref);
     Py_VISIT(self->entries);
     Py_VISIT(self->key);
     Py_VISIT(self->shadow);
@@ -140,7 +174,6 @@ call_disp_traverse(CallDispObject *self, visitproc visit, void *arg)
 static int
 call_disp_clear(CallDispObject *self)
 {
-    Py_CLEAR(self->code_ref);
     Py_CLEAR(self->entries);
     Py_CLEAR(self->key);
     Py_CLEAR(self->shadow);
@@ -160,7 +193,6 @@ call_disp_dealloc(CallDispObject *self)
 }
 
 static PyMemberDef call_disp_members[] = {
-    {"code_ref", T_OBJECT, offsetof(CallDispObject, code_ref), 0, NULL},
     {"entries", T_OBJECT, offsetof(CallDispObject, entries), 0, NULL},
     {"key", T_OBJECT, offsetof(CallDispObject, key), 0, NULL},
     {"shadow", T_OBJECT, offsetof(CallDispObject, shadow), 0, NULL},
@@ -171,6 +203,8 @@ static PyMemberDef call_disp_members[] = {
 static PyMethodDef call_disp_methods[] = {
     {"choose", (PyCFunction)call_disp_choose, METH_NOARGS,
      "What a call of the function runs now, in this context."},
+    {"active", (PyCFunction)call_disp_active, METH_O,
+     "Whether a call of the function whose code runs *body* must run choose()'s answer."},
     {NULL},
 };
 

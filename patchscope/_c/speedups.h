@@ -26,7 +26,8 @@
  *                                                      _redirect._py_activate, ... (both kinds)
  *                AttrFactory(reference, ...)           _redirect.redirect_attr (the reference)
  *   decorate.c   Guard, CallWrapper                    _decorate._PyGuard, _PyCallWrapper
- *   call.c       CallDispatcherBase (its choose())     _call._PyCallDispatcherBase
+ *   call.c       CallDispatcherBase (its choose(),     _call._PyCallDispatcherBase
+ *                active(body))
  *   cpython.c    preset_new, repair_new                _cpython._py_preset_new, _py_repair_new
  *   snapshot.c   same_namespace                        testing._snapshot._py_same_namespace
  *

@@ -1,0 +1,265 @@
+"""The checked code a redirected plain function runs (patchscope._prologue).
+
+Each shape below is built with a stand-in dispatcher whose answer the test
+sets, installed on the function, and compared with the original code run
+the same way: results, exceptions, the lines of their tracebacks and every
+trace event. The redirect-level behaviour is in test_call.py.
+"""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+import traceback
+import types
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from patchscope import _prologue
+from patchscope._call import _CARRIER, _PLACEHOLDER, _passing, redirect_call
+
+
+class Dispatcher:
+    """What the check calls: ``active(body)`` answers ``on``; ``choose()`` the replacement."""
+
+    def __init__(self) -> None:
+        self.on = False
+        self.bodies: list[types.CodeType] = []
+
+    def active(self, body: types.CodeType) -> bool:
+        self.bodies.append(body)
+        return self.on
+
+    def choose(self) -> Callable[..., Any]:
+        return self.replacement
+
+    @staticmethod
+    def replacement(*args: Any, **kwargs: Any) -> Any:
+        return ("replacement", args, kwargs)
+
+
+def build(func: types.FunctionType, disp: Dispatcher) -> types.CodeType | None:
+    params, args = _passing(func.__code__)
+    carrier = _CARRIER.replace(co_consts=(disp,))
+    return _prologue.build(func.__code__, carrier, params, args, _PLACEHOLDER)
+
+
+SHAPES = (
+    """
+def no_args():
+    return 1
+
+def every_kind(a, b=2, *args, c, d=4, **kw):
+    return (a, b, args, c, d, kw)
+
+def positional_only(a, /, b):
+    return a - b
+
+def loops_and_handlers(x):
+    total = 0
+    for i in range(x):
+        try:
+            if i % 3 == 0:
+                raise ValueError(i)
+            total += i
+        except ValueError:
+            total -= 1
+        finally:
+            total += 100
+    while total > 1000:
+        total -= 7
+    return total
+
+def cell_parameters(a, b):
+    def inner():
+        return a + b
+    return inner()
+
+def comprehension(n):
+    return [i * n for i in range(n) if i % 2]
+
+def matches(x):
+    match x:
+        case [a, b]:
+            return a + b
+        case {"k": v}:
+            return v
+        case _:
+            return None
+
+def with_block(x):
+    with open(__file__) as fh:
+        return len(fh.read()) > x
+
+def loop_at_the_start(x):
+    while True:
+        x += 1
+        if x > 10:
+            return x
+
+def raises(x):
+    raise KeyError(x)
+
+def long_body(x):
+    s = 0
+"""
+    + "    s += x\n    if s > 5:\n        s -= 1\n" * 150
+    + """
+    return s
+"""
+)
+
+CALLS: dict[str, list[tuple[tuple[Any, ...], dict[str, Any]]]] = {
+    "no_args": [((), {})],
+    "every_kind": [((1,), {"c": 3}), ((1, 2, 3, 4), {"c": 5, "z": 6})],
+    "positional_only": [((5, 3), {})],
+    "loops_and_handlers": [((20,), {}), ((0,), {})],
+    "cell_parameters": [((1, 2), {})],
+    "comprehension": [((7,), {})],
+    "matches": [(([1, 2],), {}), (({"k": 9},), {}), ((3,), {})],
+    "with_block": [((10,), {})],
+    "loop_at_the_start": [((0,), {}), ((20,), {})],
+    "raises": [((1,), {})],
+    "long_body": [((3,), {})],
+}
+
+
+def shapes() -> dict[str, types.FunctionType]:
+    namespace: dict[str, Any] = {"__file__": __file__}
+    exec(compile(SHAPES, "<prologue shapes>", "exec"), namespace)
+    return {name: namespace[name] for name in CALLS}
+
+
+def outcome(func: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """What a call gives: its result, or its exception and the lines of its traceback."""
+    try:
+        return ("returned", func(*args, **kwargs))
+    except Exception as exc:
+        frames = traceback.extract_tb(exc.__traceback__)[1:]
+        return ("raised", type(exc), str(exc), [(f.name, f.lineno) for f in frames])
+
+
+def trace_events(func: Callable[..., Any], args: Any, kwargs: Any) -> list[tuple[str, Any]]:
+    """The trace events of *func*'s own frame during one call."""
+    events: list[tuple[str, Any]] = []
+    code = func.__code__  # type: ignore[attr-defined]
+
+    def tracer(frame: types.FrameType, event: str, arg: Any) -> Any:
+        if frame.f_code is code:
+            events.append((event, frame.f_lineno))
+        return tracer
+
+    previous = sys.gettrace()
+    sys.settrace(tracer)
+    try:
+        outcome(func, args, kwargs)
+    finally:
+        sys.settrace(previous)
+    return events
+
+
+@pytest.fixture
+def installed(request: pytest.FixtureRequest) -> Iterator[tuple[Any, types.CodeType, Dispatcher]]:
+    func = shapes()[request.param]
+    disp = Dispatcher()
+    code = build(func, disp)
+    if code is None:
+        pytest.fail(f"{request.param}: the check was not spliced in")
+    original = func.__code__
+    yield func, original, disp
+    func.__code__ = original
+
+
+@pytest.mark.parametrize("installed", [n for n in CALLS if n != "long_body"], indirect=True)
+def test_with_the_check_off_the_body_runs_as_before(installed: Any) -> None:
+    """Results, exceptions, traceback lines and trace events are the original's."""
+    func, original, disp = installed
+    calls = CALLS[func.__name__]
+    expected = [outcome(func, a, k) for a, k in calls]
+    expected_events = [trace_events(func, a, k) for a, k in calls]
+    func.__code__ = build(func, disp)
+    assert [outcome(func, a, k) for a, k in calls] == expected
+    assert [trace_events(func, a, k) for a, k in calls] == expected_events
+    assert disp.bodies and all(body is original for body in disp.bodies)
+
+
+@pytest.mark.parametrize("installed", list(CALLS), indirect=True)
+def test_with_the_check_on_the_replacement_gets_the_parameters(installed: Any) -> None:
+    """Positional parameters positionally, keyword-only by keyword, the rest forwarded."""
+    func, _, disp = installed
+    code = build(func, disp)
+    if code is None:  # long_body on 3.10: its jumps would need longer arguments
+        assert sys.version_info < (3, 11) and func.__name__ == "long_body"
+        return
+    func.__code__ = code
+    disp.on = True
+    args, kwargs = CALLS[func.__name__][0]
+    if func.__name__ == "every_kind":
+        assert func(*args, **kwargs) == ("replacement", (1, 2), {"c": 3, "d": 4})
+    else:
+        assert func(*args, **kwargs)[0] == "replacement"
+
+
+def test_a_replacement_raising_is_seen_at_the_def_line() -> None:
+    """The frame of the redirected function shows where it is defined, not a missing line."""
+    func = shapes()["no_args"]
+    disp = Dispatcher()
+    disp.on = True
+    disp.replacement = lambda: 1 / 0  # type: ignore[method-assign]
+    func.__code__ = build(func, disp)  # type: ignore[assignment]
+    with pytest.raises(ZeroDivisionError) as info:
+        func()
+    frame = next(f for f in traceback.extract_tb(info.tb) if f.name == "no_args")
+    assert frame.lineno == func.__code__.co_firstlineno
+
+
+def test_the_code_keeps_what_tools_read() -> None:
+    """Name, qualified name, file, first line, flags, variables and the original's constants."""
+    func = shapes()["cell_parameters"]
+    original = func.__code__
+    code = build(func, Dispatcher())
+    assert code is not None
+    for attr in ("co_name", "co_filename", "co_firstlineno", "co_flags", "co_argcount"):
+        assert getattr(code, attr) == getattr(original, attr), attr
+    for attr in ("co_varnames", "co_cellvars", "co_freevars"):
+        assert getattr(code, attr) == getattr(original, attr), attr
+    assert code.co_consts[: len(original.co_consts)] == original.co_consts
+    assert code.co_names[: len(original.co_names)] == original.co_names
+
+
+def test_more_constants_than_an_argument_byte_reaches_fall_back() -> None:
+    """Past 255 constants the check's indexes would need longer arguments: no code, no change."""
+    source = "def many(x):\n" + "".join(f"    x += {i}.5\n" for i in range(300)) + "    return x\n"
+    namespace: dict[str, Any] = {}
+    exec(source, namespace)
+    assert build(namespace["many"], Dispatcher()) is None
+
+
+@pytest.mark.parametrize("kind", ["generator", "coroutine"])
+def test_generators_and_coroutines_are_not_spliced(kind: str) -> None:
+    """Their body starts later than their call: they get a trampoline (see test_call.py)."""
+    source = {
+        "generator": "def f(x):\n    yield x\n",
+        "coroutine": "async def f(x):\n    return x\n",
+    }[kind]
+    namespace: dict[str, Any] = {}
+    exec(textwrap.dedent(source), namespace)
+    assert build(namespace["f"], Dispatcher()) is None
+
+
+def test_redirect_call_installs_the_checked_original_on_a_plain_function() -> None:
+    """One frame: the installed code is the function's own, with its constants and lines."""
+    namespace: dict[str, Any] = {}
+    exec("def plain(x):\n    return x + 1\n", namespace)
+    func = namespace["plain"]
+    original = func.__code__
+    with redirect_call(func, lambda x: -x):
+        code = func.__code__
+        assert code is not original
+        assert code.co_consts[: len(original.co_consts)] == original.co_consts
+        lines = {line for *_, line in code.co_lines() if line is not None}
+        assert lines == {line for *_, line in original.co_lines()} | {original.co_firstlineno}
+        assert func(1) == -1
+    assert func.__code__ is original
