@@ -475,8 +475,9 @@ def redirect_call(func: Any, replacement: Any, *, scope: str = "context") -> Red
     original again by identity when the last one ends. *replacement* is
     called with *func*'s parameters as its signature binds them (defaults
     filled in): positional(-or-keyword) ones positionally, keyword-only ones
-    by keyword, ``*args``/``**kwargs`` forwarded. :func:`patchscope.original` gives a callable that runs the
-    original code, for replacements that wrap it.
+    by keyword, ``*args``/``**kwargs`` forwarded. :func:`patchscope.original`
+    gives a callable that runs the original code, for replacements that wrap
+    it.
 
     The function's identity, ``inspect.signature``, ``__name__``,
     ``__doc__``, ``__defaults__``, ``__kwdefaults__``, ``__dict__`` and kind
