@@ -117,9 +117,25 @@ class _PyCallDispatcherBase:
         # A call that began as the last activation ended finds no entry.
         if entry is not None:
             original = entry.original
-            if self.shadow.__code__ is not original and type(original) is types.CodeType:
+            if (
+                self.shadow.__code__ is not original
+                and type(original) is types.CodeType
+                and not self._made(original)
+            ):
                 self.shadow = _shadow(self.shadow, original)
         return self.shadow
+
+    def _made(self, code: types.CodeType) -> bool:
+        """Whether *code* is code this dispatcher was made into (its carrier holds it).
+
+        Such code, saved during a scope and assigned back after it, is what
+        the registry restores next time; it runs what the shadow runs, so it
+        is never the shadow's own code (which would call itself).
+        """
+        for const in code.co_consts:
+            if type(const) is types.CodeType and const.co_consts and const.co_consts[0] is self:
+                return True
+        return False
 
     def active(self, body: types.CodeType) -> bool:
         """Whether a call of the function, whose code runs *body*, must run ``choose()``'s answer.
@@ -129,7 +145,12 @@ class _PyCallDispatcherBase:
         ``choose()`` runs the current original.
         """
         replacement, entry = self._find()
-        return replacement is not None or (entry is not None and entry.original is not body)
+        if replacement is not None:
+            return True
+        if entry is None or entry.original is body:
+            return False
+        original = entry.original
+        return type(original) is not types.CodeType or not self._made(original)
 
 
 # Twin: the C accelerator's CallDispatcherBase (call.c); keep in sync.
@@ -332,10 +353,12 @@ def _original_code(func: types.FunctionType) -> types.CodeType:
     """The code *func* runs when nothing redirects it; under the registry lock."""
     entry = entries.get((id(func), "__code__"))
     if entry is not None and entry.kind == SETATTR and type(entry.original) is types.CodeType:
-        return entry.original
-    code = func.__code__
+        code = entry.original
+    else:
+        code = func.__code__
     disp = dispatcher_of(code)
-    # Code of ours nothing accounts for (a fault): what its shadow runs.
+    # Code of ours nothing accounts for (a fault, or code saved during a scope
+    # and assigned back after it): what its shadow runs.
     return disp.shadow.__code__ if disp is not None else code
 
 

@@ -20,9 +20,10 @@ parameters, compiled by this interpreter, between its first ``RESUME`` (the
 start on 3.10) and the jump's target; the template's constants and names
 are appended to the function's own, and the indexes the instructions carry
 rewritten to them. Inserting code moves everything after it, so the line
-table is written again (the check without a location, so a call that runs
-the body sees no line event it did not see before; the call of a
-replacement at the ``def`` line), the exception table's offsets move
+table is written again (the check and the call of a replacement at the
+``def`` line: every instruction has a location, so a traceback through the
+check has a line number; ``sys.settrace`` sees one line event there before
+the body's first), the exception table's offsets move
 (3.11+), and so do absolute jump targets (3.10; later versions jump
 relative, and nothing jumps from the body to before it). Where any of this
 cannot be done exactly (an index past 255, a jump whose encoding would
@@ -258,26 +259,28 @@ def _moved_absolute_jumps(code: bytes, units: int) -> bytes:
 def _line_table(original: types.CodeType, at: int, check: int, call: int) -> bytes:
     """*original*'s line table with the prologue's code units inserted at unit *at*.
 
-    The *check* units have no location: a call that runs the body sees no
-    line event and no line it did not see before. The *call* units have the
-    ``def`` line's, so that a traceback through a replacement, or a debugger
-    stepping into it, shows where the redirected function is.
+    The *check* and *call* units have the ``def`` line's location, so that
+    a traceback through the check (a RecursionError or KeyboardInterrupt
+    raised by its call) or through a replacement, and a debugger stepping
+    into it, shows where the redirected function is. A unit without a
+    location would give such a traceback no line number at all, which
+    tools that format tracebacks do not expect. The price is one line event
+    at the ``def`` line per call under ``sys.settrace``.
     """
+    units = check + call
     if sys.version_info < (3, 11):
-        # Pairs of (bytes, line delta), -128 meaning no line; the prologue is
-        # at 0, entries without a line leave the running line as it is, and
-        # the call's (delta 0) is the first line, where the running line starts.
+        # Pairs of (bytes, line delta): the prologue is at 0, and delta 0
+        # keeps it on the first line, where the running line starts.
         pairs = bytearray()
-        for units, delta in ((check, 0x80), (call, 0)):
-            size = units * 2
-            while size > 0:
-                step = min(size, 254)
-                pairs += bytes((step, delta))
-                size -= step
+        size = units * 2
+        while size > 0:
+            step = min(size, 254)
+            pairs += bytes((step, 0))
+            size -= step
         return bytes(pairs) + original.co_linetable
     positions = list(original.co_positions())
     line = original.co_firstlineno
-    positions[at:at] = [(None, None, None, None)] * check + [(line, line, None, None)] * call
+    positions[at:at] = [(line, line, None, None)] * units
     return _encode_positions(positions, original.co_firstlineno)
 
 

@@ -71,6 +71,7 @@ CORE_MODULES = (
     "_during.py",
     "_construct.py",
     "_call.py",
+    "_prologue.py",
     "_decorate.py",
     "_slots.py",
     "_cpython.py",

@@ -620,6 +620,48 @@ def test_a_redirect_made_before_the_code_changed_never_runs_the_old_body() -> No
         assert in_other_thread(lambda: func(3)) == 30
 
 
+@pytest.mark.parametrize("body", ["return x + 1", "yield x + 1"], ids=["plain", "generator"])
+def test_our_code_saved_in_a_scope_and_assigned_back_later_is_the_original(body: str) -> None:
+    """``f.__code__`` saved while redirected and assigned back afterwards runs the original.
+
+    The next scope restores that code by identity; meanwhile other threads
+    and ``original()`` run the body it was made from, never the replacement
+    and never itself again.
+    """
+    func = fresh(body)
+    code = func.__code__
+
+    def result(x: int) -> Any:
+        out = func(x)
+        return out if isinstance(out, int) else list(out)
+
+    def wrap(x: int) -> Any:
+        return ("wrapped", original(func)(x))
+
+    def wrap_gen(x: int) -> Generator[Any, None, None]:
+        yield "wrapped"
+        yield from original(func)(x)
+
+    expected = result(1)
+    with redirect_call(func, negate):
+        saved = func.__code__
+    assert func.__code__ is code
+    func.__code__ = saved
+    try:
+        assert result(1) == expected
+        plain = isinstance(expected, int)
+        with redirect_call(func, wrap if plain else wrap_gen):
+            assert in_other_thread(lambda: result(1)) == expected
+            if plain:
+                assert func(1) == ("wrapped", expected)
+            else:
+                assert list(func(1)) == ["wrapped", *expected]
+        assert func.__code__ is saved
+        assert in_other_thread(lambda: result(1)) == expected
+    finally:
+        func.__code__ = code
+
+
 def test_code_of_another_shape_between_scopes_gets_its_own_trampoline() -> None:
     """New parameters after a scope: the next redirect passes those, and restores that code."""
     func = fresh("return x", "x")

@@ -169,13 +169,25 @@ def installed(request: pytest.FixtureRequest) -> Iterator[tuple[Any, types.CodeT
     func.__code__ = original
 
 
+def _with_the_check(events: list[tuple[str, Any]], def_line: int) -> list[tuple[str, Any]]:
+    """*events* of the original with the check's: one line event at the def line, after the call."""
+    assert events[0][0] == "call"
+    return [events[0], ("line", def_line), *events[1:]]
+
+
 @pytest.mark.parametrize("installed", [n for n in CALLS if n != "long_body"], indirect=True)
 def test_with_the_check_off_the_body_runs_as_before(installed: Any) -> None:
-    """Results, exceptions, traceback lines and trace events are the original's."""
+    """Results, exceptions, traceback lines and trace events are the original's.
+
+    Plus one line event at the ``def`` line, where the check runs, before
+    the body's first.
+    """
     func, original, disp = installed
     calls = CALLS[func.__name__]
     expected = [outcome(func, a, k) for a, k in calls]
-    expected_events = [trace_events(func, a, k) for a, k in calls]
+    expected_events = [
+        _with_the_check(trace_events(func, a, k), original.co_firstlineno) for a, k in calls
+    ]
     code = build(func, disp)
     assert code is not None, f"{func.__name__}: the check was not spliced in"
     func.__code__ = code
@@ -212,6 +224,24 @@ def test_a_replacement_raising_is_seen_at_the_def_line() -> None:
         func()
     frame = next(f for f in traceback.extract_tb(info.tb) if f.name == "no_args")
     assert frame.lineno == func.__code__.co_firstlineno
+
+
+class _Refuses(Dispatcher):
+    def active(self, body: types.CodeType) -> bool:
+        raise RecursionError("the check itself fails")
+
+
+def test_an_exception_from_the_check_is_seen_at_the_def_line() -> None:
+    """Every instruction of the check has a location: tracebacks (and tools) get a line number."""
+    func = shapes()["every_kind"]
+    func.__code__ = build(func, _Refuses())  # type: ignore[assignment]
+    with pytest.raises(RecursionError) as info:
+        func(1, c=3)
+    tb = info.tb
+    while tb.tb_frame.f_code is not func.__code__:
+        assert tb.tb_next is not None
+        tb = tb.tb_next
+    assert tb.tb_lineno == func.__code__.co_firstlineno
 
 
 def test_the_code_keeps_what_tools_read() -> None:

@@ -60,6 +60,24 @@ reshadow(PyObject *shadow, PyObject *code)
     return made;
 }
 
+/* Whether *code* is code this dispatcher was made into: a constant of it is
+ * a carrier whose first constant is the dispatcher. Twin of
+ * _PyCallDispatcherBase._made. */
+static int
+made_by(CallDispObject *self, PyObject *code)
+{
+    PyObject *consts = ((PyCodeObject *)code)->co_consts;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(consts); i++) {
+        PyObject *c = PyTuple_GET_ITEM(consts, i);
+        if (PyCode_Check(c)) {
+            PyObject *inner = ((PyCodeObject *)c)->co_consts;
+            if (PyTuple_GET_SIZE(inner) > 0 && PyTuple_GET_ITEM(inner, 0) == (PyObject *)self)
+                return 1;
+        }
+    }
+    return 0;
+}
+
 /* The replacement a call runs now (a new reference, in *found*; NULL when the
  * original runs): this context's innermost open activation's, else the
  * newest open process-scope call activation's. *entry* is the registry's
@@ -132,8 +150,11 @@ call_disp_choose(CallDispObject *self, PyObject *unused)
     if (entry != NULL) {
         /* A call that began as the last activation ended finds no entry. */
         PyObject *original = ((EntryObject *)entry)->original;
-        if (((PyFunctionObject *)self->shadow)->func_code != original && PyCode_Check(original)) {
-            /* The function's code was replaced between two scopes. */
+        if (((PyFunctionObject *)self->shadow)->func_code != original && PyCode_Check(original) &&
+            !made_by(self, original)) {
+            /* The function's code was replaced between two scopes (by code
+             * not made from this dispatcher: that runs what the shadow
+             * runs). */
             PyObject *made = reshadow(self->shadow, original);
             if (made == NULL)
                 return NULL;
@@ -157,7 +178,11 @@ call_disp_active(CallDispObject *self, PyObject *body)
     /* A body other than the original the registry restores is stale (the
      * code was built before somebody else replaced the function's): choose()
      * runs the current one. */
-    return PyBool_FromLong(entry != NULL && ((EntryObject *)entry)->original != body);
+    if (entry == NULL)
+        Py_RETURN_FALSE;
+    PyObject *original = ((EntryObject *)entry)->original;
+    return PyBool_FromLong(original != body &&
+                           !(PyCode_Check(original) && made_by(self, original)));
 }
 
 static int
