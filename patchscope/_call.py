@@ -117,25 +117,31 @@ class _PyCallDispatcherBase:
         # A call that began as the last activation ended finds no entry.
         if entry is not None:
             original = entry.original
-            if (
-                self.shadow.__code__ is not original
-                and type(original) is types.CodeType
-                and not self._made(original)
-            ):
-                self.shadow = _shadow(self.shadow, original)
+            if type(original) is types.CodeType:
+                runs = self._runs(original)
+                if self.shadow.__code__ is not runs:
+                    self.shadow = _shadow(self.shadow, runs)
         return self.shadow
 
-    def _made(self, code: types.CodeType) -> bool:
-        """Whether *code* is code this dispatcher was made into (its carrier holds it).
+    def _runs(self, code: types.CodeType) -> types.CodeType:
+        """The body *code* runs where no redirect applies: itself, unless this dispatcher made it.
 
-        Such code, saved during a scope and assigned back after it, is what
-        the registry restores next time; it runs what the shadow runs, so it
-        is never the shadow's own code (which would call itself).
+        Code made by it (its carrier, a constant whose first constant is the
+        dispatcher, is among *code*'s), saved during a scope and assigned
+        back after it, is what the registry restores next time: checked
+        code runs the body after its check, the first code constant after
+        the carrier (``_prologue.build`` appends the carrier, then the
+        body); a trampoline runs the shadow. So the shadow never gets code
+        that would ask this dispatcher again.
         """
-        for const in code.co_consts:
+        consts = code.co_consts
+        for i, const in enumerate(consts):
             if type(const) is types.CodeType and const.co_consts and const.co_consts[0] is self:
-                return True
-        return False
+                for later in consts[i + 1 :]:
+                    if type(later) is types.CodeType:
+                        return later  # checked code: the body it was built from
+                return self.shadow.__code__  # a trampoline runs the shadow
+        return code
 
     def active(self, body: types.CodeType) -> bool:
         """Whether a call of the function, whose code runs *body*, must run ``choose()``'s answer.
@@ -150,7 +156,7 @@ class _PyCallDispatcherBase:
         if entry is None or entry.original is body:
             return False
         original = entry.original
-        return type(original) is not types.CodeType or not self._made(original)
+        return type(original) is not types.CodeType or self._runs(original) is not body
 
 
 # Twin: the C accelerator's CallDispatcherBase (call.c); keep in sync.
@@ -358,8 +364,9 @@ def _original_code(func: types.FunctionType) -> types.CodeType:
         code = func.__code__
     disp = dispatcher_of(code)
     # Code of ours nothing accounts for (a fault, or code saved during a scope
-    # and assigned back after it): what its shadow runs.
-    return disp.shadow.__code__ if disp is not None else code
+    # and assigned back after it): the body it runs (a Python helper, so it
+    # serves the C dispatcher too).
+    return _PyCallDispatcherBase._runs(disp, code) if disp is not None else code
 
 
 def _redirected_code(original: types.CodeType, disp: CallDispatcher) -> types.CodeType:

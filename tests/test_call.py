@@ -662,6 +662,45 @@ def test_our_code_saved_in_a_scope_and_assigned_back_later_is_the_original(body:
         func.__code__ = code
 
 
+def test_saved_code_assigned_back_runs_its_body_in_its_own_frame() -> None:
+    """Other threads run the body behind the saved code's check, not through the shadow."""
+    func = fresh("import sys\n    return sys._getframe().f_code")
+    with redirect_call(func, negate):
+        saved = func.__code__
+    func.__code__ = saved
+    with redirect_call(func, negate):
+        assert func.__code__ is saved
+        assert in_other_thread(lambda: func(1)) is saved
+    assert func.__code__ is saved
+
+
+def test_saved_code_made_from_a_later_original_runs_that_body() -> None:
+    """Code made after the original changed, assigned back, runs the body it was made from.
+
+    The dispatcher outlives the change (a redirect object is kept), so its
+    shadow still holds the first original: neither other threads nor
+    ``original()`` may run that.
+    """
+    func = fresh("return ('v0', x)")
+    kept = redirect_call(func, negate)
+    with kept:
+        pass
+    func.__code__ = v1 = fresh("return ('v1', x)").__code__
+    with redirect_call(func, negate):
+        saved = func.__code__
+    func.__code__ = saved
+    try:
+        assert func(1) == ("v1", 1)
+        for redirect in (redirect_call(func, negate), kept):
+            with redirect:
+                assert func(1) == -1
+                assert in_other_thread(lambda: func(1)) == ("v1", 1)
+                assert original(func)(1) == ("v1", 1)
+            assert func.__code__ is saved
+    finally:
+        func.__code__ = v1
+
+
 def test_code_of_another_shape_between_scopes_gets_its_own_trampoline() -> None:
     """New parameters after a scope: the next redirect passes those, and restores that code."""
     func = fresh("return x", "x")
@@ -870,6 +909,9 @@ _OPS = st.lists(
         st.tuples(st.just("start"), st.sampled_from(["context", "process"])),
         st.tuples(st.just("stop"), st.integers(0, 7)),
         st.tuples(st.just("rebind"), st.just(0)),
+        # Somebody saving the function's code and assigning it back later.
+        st.tuples(st.just("save"), st.just(0)),
+        st.tuples(st.just("assign saved"), st.just(0)),
     ),
     max_size=12,
 )
@@ -882,9 +924,13 @@ def test_both_builds_call_the_same_things(ops: list[tuple[str, Any]]) -> None:
     from _pure import load as load_pure
 
     builds = (patchscope, load_pure())
-    funcs = [fresh() for _ in builds]
+    # The body says whether it runs in the function's own code (behind the
+    # check) or elsewhere (through the shadow).
+    body = "import sys\n    return (x + 1, sys._getframe().f_code is f.__code__)"
+    funcs = [fresh(body) for _ in builds]
     codes = [f.__code__ for f in funcs]
     live: list[list[Any]] = [[], []]
+    saved: list[Any] = [None, None]
 
     def observe(i: int) -> tuple[Any, ...]:
         func = funcs[i]
@@ -906,6 +952,10 @@ def test_both_builds_call_the_same_things(ops: list[tuple[str, Any]]) -> None:
                 live[i].pop(arg % len(live[i])).stop()
             elif op == "rebind":
                 funcs[i].__code__ = fresh("return -1").__code__
+            elif op == "save":
+                saved[i] = funcs[i].__code__
+            elif op == "assign saved" and saved[i] is not None:
+                funcs[i].__code__ = saved[i]
         return [type(w.message).__name__ for w in caught]
 
     try:

@@ -244,6 +244,19 @@ def test_an_exception_from_the_check_is_seen_at_the_def_line() -> None:
     assert tb.tb_lineno == func.__code__.co_firstlineno
 
 
+def test_the_body_is_the_first_code_constant_after_the_carrier() -> None:
+    """What the dispatcher reads back from saved code to know which body it runs."""
+    func = shapes()["cell_parameters"]  # a nested function: a code constant of its own
+    disp = Dispatcher()
+    code = build(func, disp)
+    assert code is not None
+    consts = code.co_consts
+    at = next(
+        i for i, c in enumerate(consts) if type(c) is types.CodeType and c.co_consts[:1] == (disp,)
+    )
+    assert next(c for c in consts[at + 1 :] if type(c) is types.CodeType) is func.__code__
+
+
 def test_the_code_keeps_what_tools_read() -> None:
     """Name, qualified name, file, first line, flags, variables and the original's constants."""
     func = shapes()["cell_parameters"]

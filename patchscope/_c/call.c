@@ -60,22 +60,29 @@ reshadow(PyObject *shadow, PyObject *code)
     return made;
 }
 
-/* Whether *code* is code this dispatcher was made into: a constant of it is
- * a carrier whose first constant is the dispatcher. Twin of
- * _PyCallDispatcherBase._made. */
-static int
-made_by(CallDispObject *self, PyObject *code)
+/* The body *code* runs (borrowed): for code this dispatcher made (a constant
+ * of it is a carrier whose first constant is the dispatcher), the code
+ * constant after the carrier, which its check runs, or for a trampoline (none
+ * after it) the shadow's code; else *code* itself. Twin of
+ * _PyCallDispatcherBase._runs. */
+static PyObject *
+runs(CallDispObject *self, PyObject *code)
 {
     PyObject *consts = ((PyCodeObject *)code)->co_consts;
-    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(consts); i++) {
+    Py_ssize_t n = PyTuple_GET_SIZE(consts);
+    for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *c = PyTuple_GET_ITEM(consts, i);
         if (PyCode_Check(c)) {
             PyObject *inner = ((PyCodeObject *)c)->co_consts;
-            if (PyTuple_GET_SIZE(inner) > 0 && PyTuple_GET_ITEM(inner, 0) == (PyObject *)self)
-                return 1;
+            if (PyTuple_GET_SIZE(inner) > 0 && PyTuple_GET_ITEM(inner, 0) == (PyObject *)self) {
+                for (Py_ssize_t j = i + 1; j < n; j++)
+                    if (PyCode_Check(PyTuple_GET_ITEM(consts, j)))
+                        return PyTuple_GET_ITEM(consts, j);
+                return ((PyFunctionObject *)self->shadow)->func_code;
+            }
         }
     }
-    return 0;
+    return code;
 }
 
 /* The replacement a call runs now (a new reference, in *found*; NULL when the
@@ -150,12 +157,10 @@ call_disp_choose(CallDispObject *self, PyObject *unused)
     if (entry != NULL) {
         /* A call that began as the last activation ended finds no entry. */
         PyObject *original = ((EntryObject *)entry)->original;
-        if (((PyFunctionObject *)self->shadow)->func_code != original && PyCode_Check(original) &&
-            !made_by(self, original)) {
-            /* The function's code was replaced between two scopes (by code
-             * not made from this dispatcher: that runs what the shadow
-             * runs). */
-            PyObject *made = reshadow(self->shadow, original);
+        PyObject *body = PyCode_Check(original) ? runs(self, original) : NULL;
+        if (body != NULL && ((PyFunctionObject *)self->shadow)->func_code != body) {
+            /* The function's code was replaced between two scopes. */
+            PyObject *made = reshadow(self->shadow, body);
             if (made == NULL)
                 return NULL;
             Py_SETREF(self->shadow, made);
@@ -181,8 +186,15 @@ call_disp_active(CallDispObject *self, PyObject *body)
     if (entry == NULL)
         Py_RETURN_FALSE;
     PyObject *original = ((EntryObject *)entry)->original;
-    return PyBool_FromLong(original != body &&
-                           !(PyCode_Check(original) && made_by(self, original)));
+    if (original == body)
+        Py_RETURN_FALSE;
+    if (!PyCode_Check(original))
+        Py_RETURN_TRUE;
+    if (!PyFunction_Check(self->shadow)) {
+        PyErr_SetString(PyExc_TypeError, "patchscope: a call dispatcher not set up");
+        return NULL;
+    }
+    return PyBool_FromLong(runs(self, original) != body);
 }
 
 static int
