@@ -140,7 +140,8 @@ class _PyCallDispatcherBase:
                 for later in consts[i + 1 :]:
                     if type(later) is types.CodeType:
                         return later  # checked code: the body it was built from
-                return self.shadow.__code__  # a trampoline runs the shadow
+                shadow_code: types.CodeType = self.shadow.__code__
+                return shadow_code  # a trampoline runs the shadow
         return code
 
     def active(self, body: types.CodeType) -> bool:
