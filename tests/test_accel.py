@@ -340,3 +340,55 @@ def test_activations_can_be_weakly_referenced() -> None:
     del handle
     gc.collect()
     assert ref() is None
+
+
+def test_an_accelerator_that_is_not_built_leaves_python_running_without_a_warning() -> None:
+    """No extension at all: the Python twins serve, quietly, and redirects work."""
+    code = (
+        "import sys, warnings, importlib.abc, types\n"
+        "class Missing(importlib.abc.MetaPathFinder):\n"
+        "    def find_spec(self, name, path, target=None):\n"
+        "        if name == 'patchscope._speedups':\n"
+        "            raise ModuleNotFoundError('no _speedups', name=name)\n"
+        "sys.meta_path.insert(0, Missing())\n"
+        "with warnings.catch_warnings(record=True) as caught:\n"
+        "    warnings.simplefilter('always')\n"
+        "    import patchscope, patchscope._accel as a, patchscope._entry as e\n"
+        "mod = types.ModuleType('m')\n"
+        "mod.x = 1\n"
+        "with patchscope.redirect_attr(mod, 'x', 2):\n"
+        "    seen = mod.x\n"
+        "print(patchscope.ACCELERATED, a.speedups is None, e.Entry is e._PyEntry, seen, mod.x)\n"
+        "print(len(caught))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "PATCHSCOPE_PURE_PYTHON"}
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == 0, out.stderr
+    flags, count = out.stdout.splitlines()
+    assert flags.split() == ["False", "True", "True", "2", "1"]
+    assert count == "0"
+
+
+def test_with_the_accelerator_the_public_factory_is_a_c_twin_that_redirects() -> None:
+    """A fresh interpreter with the extension: redirect_attr is the C twin, named and documented
+    as the Python function, and it redirects."""
+    if importlib.util.find_spec("patchscope._speedups") is None:
+        pytest.skip("the C accelerator is not built")
+    code = (
+        "import types, patchscope\n"
+        "f = patchscope.redirect_attr\n"
+        "mod = types.ModuleType('m')\n"
+        "mod.x = 1\n"
+        "with f(mod, 'x', 2) as value:\n"
+        "    seen = (value, mod.x)\n"
+        "print(patchscope.ACCELERATED, type(f) is not types.FunctionType, f.__name__,\n"
+        "      f.__doc__ == f.__wrapped__.__doc__, seen, mod.x)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "PATCHSCOPE_PURE_PYTHON"}
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["True", "True", "redirect_attr", "True", "(2,", "2)", "1"]

@@ -202,6 +202,32 @@ def test_closures_work() -> None:
     assert bump() == 4
 
 
+def test_a_closure_generator_gets_a_trampoline_sharing_its_cells() -> None:
+    """A generator function with free variables: redirected, and elsewhere its cells as they are."""
+
+    def make() -> Any:
+        step = 10
+
+        def gen(n: int) -> Generator[int, None, None]:
+            for i in range(n):
+                yield i * step
+
+        def set_step(value: int) -> None:
+            nonlocal step
+            step = value
+
+        return gen, set_step
+
+    gen, set_step = make()
+    with redirect_call(gen, lambda n: iter(["new"] * n)):
+        assert gen.__code__.co_freevars == ("step",)
+        assert list(gen(2)) == ["new", "new"]
+        assert in_other_thread(lambda: list(gen(3))) == [0, 10, 20]
+        set_step(3)
+        assert in_other_thread(lambda: list(gen(3))) == [0, 3, 6]
+    assert list(gen(3)) == [0, 3, 6]
+
+
 def test_super_in_a_method_keeps_working() -> None:
     """The implicit __class__ cell is a free variable: the trampoline has one too."""
 
@@ -736,6 +762,17 @@ def test_original_carries_the_function_names() -> None:
         "Owner.method",
         __name__,
     )
+
+
+def test_original_carries_the_function_annotations() -> None:
+    """Its annotations are the function's (3.14+: evaluated lazily, as the function's are)."""
+    namespace: dict[str, Any] = {}
+    source = "def f(x: int, *, y: 'Later' = 1) -> str:\n    return str(x)\n"
+    exec(compile(source, "<annotated>", "exec", dont_inherit=True), namespace)
+    func = namespace["f"]
+    expected = {"x": int, "y": "Later", "return": str}
+    assert func.__annotations__ == expected
+    assert original(func).__annotations__ == expected
 
 
 @pytest.mark.skipif(sys.version_info < (3, 11), reason="co_qualname is new in 3.11")

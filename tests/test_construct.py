@@ -417,3 +417,14 @@ def test_a_construction_beside_other_context_redirects_builds_its_own_replacemen
             assert type(Other()) is Other
             assert type(Made()) is MadeStandIn
     assert type(Made()) is Made
+
+
+def test_a_construction_redirect_takes_no_new_attributes() -> None:
+    """A Redirect is immutable: a construction redirect has no instance dict to add to."""
+    redirect = redirect_construction(Plain, lambda x, y=2: (x, y))
+    with pytest.raises(AttributeError):
+        redirect.extra = 1  # type: ignore[attr-defined]
+    assert not hasattr(redirect, "__dict__")
+    with redirect:
+        assert Plain(1) == (1, 2)  # type: ignore[comparison-overlap]
+    assert isinstance(Plain(1), Plain)

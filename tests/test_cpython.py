@@ -260,3 +260,27 @@ def test_the_stand_in_constructs_like_a_class_without_new() -> None:
     assert type(no_init()) is no_init
     with pytest.raises(TypeError, match=r"NoInit\(\) takes no arguments"):
         no_init(1)
+
+
+def test_no_slot_writer_where_the_c_api_cannot_be_reached(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without PyType_GetSlot (another runtime, a stripped build) the slot is not located."""
+    import ctypes
+
+    import patchscope._cpython as cpython
+
+    monkeypatch.setattr(ctypes, "pythonapi", object())
+    assert cpython._locate() is None
+
+
+def test_the_python_twins_do_nothing_where_the_slot_was_not_found(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With no slot writer, preset and repair say False and leave the class as it is."""
+    import patchscope._cpython as cpython
+
+    monkeypatch.setattr(cpython, "_probe", None)
+    monkeypatch.setattr(cpython, "_probed", True)
+    cls = _takes_arg()
+    assert cpython._py_preset_new(cls) is False
+    assert cpython._py_repair_new(cls) is False
+    assert "__new__" not in vars(cls) and cls(1).x == 1

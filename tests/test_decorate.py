@@ -497,3 +497,37 @@ def test_bad_arguments_raise_at_the_call_for_every_kind() -> None:
         with pytest.raises(TypeError):
             fn(1, 2, 3)
     assert patchscope.active() == ()
+
+
+def test_async_generator_closed_early_runs_its_cleanup_under_the_redirect() -> None:
+    """aclose() before the end closes the generator at once, its finally seeing the redirect."""
+    log: list[str] = []
+
+    @flag_on
+    async def agen() -> Any:
+        try:
+            yield state.flag
+            yield state.flag
+        finally:
+            log.append(state.flag)
+
+    async def consume() -> list[str]:
+        gen = agen()
+        first = await gen.__anext__()
+        await gen.aclose()
+        return [first, *log, state.flag]
+
+    assert asyncio.run(consume()) == ["on", "on", "orig"]
+    assert patchscope.active() == ()
+
+
+def test_decorated_callable_object_without_code_has_an_unknown_site() -> None:
+    """An activation of a decorated callable that has no code object reports its site as unknown."""
+
+    class Call:
+        def __call__(self) -> tuple[list[str], str]:
+            return [act.site for act in patchscope.active()], state.flag
+
+    wrapped = flag_on(Call())
+    assert wrapped() == (["<unknown>"], "on")
+    assert state.flag == "orig" and patchscope.active() == ()

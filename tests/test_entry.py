@@ -183,3 +183,18 @@ def test_a_missing_attribute_is_raised_from_none(kind: str) -> None:
             patchscope.redirect_attr(target, name, 1).start()
     assert raised.value.__cause__ is None
     assert raised.value.__suppress_context__
+
+
+def test_an_unset_slot_is_created_for_the_redirect_and_left_unset_after() -> None:
+    """A __slots__ member with no value: create=True sets it while active and unsets it after."""
+
+    class Slotted:
+        __slots__ = ("slot",)
+
+    obj = Slotted()
+    with pytest.raises(patchscope.AttributeMissingError):
+        patchscope.redirect_attr(obj, "slot", 5).start()
+    with patchscope.redirect_attr(obj, "slot", 5, create=True):
+        assert obj.slot == 5
+    assert not hasattr(obj, "slot")
+    assert patchscope.active() == ()

@@ -284,3 +284,55 @@ def test_a_group_warns_after_every_part_is_ended(scope: str) -> None:
                 warnings.showwarning = original_show
     assert seen == [("a0", "b0"), ("a0", "b0")]  # the first part was ended when the last warned
     assert patchscope.active() == ()
+
+
+class _Refused(patchscope.Redirect):
+    """A Redirect whose activation always fails."""
+
+    __slots__ = ()
+
+    def _args(self) -> tuple[object, ...]:
+        return ()
+
+    def _activate(self, code: object, lasti: int) -> object:
+        raise ValueError("refused")
+
+
+def test_a_group_whose_later_part_cannot_start_ends_the_parts_it_entered() -> None:
+    """All or nothing with a part that activates itself: what was entered is ended, then raised."""
+    mod = types.ModuleType("m")
+    mod.a, mod.b = 1, 2
+    group = combine(redirect_attr(mod, "a", 10), redirect_attr(mod, "b", 20), _Refused())
+    for enter in ("start", "with"):
+        with pytest.raises(ValueError, match="refused"):
+            if enter == "start":
+                group.start()
+            else:
+                with group:
+                    pytest.fail("the body must not run")
+        assert (mod.a, mod.b) == (1, 2)
+        assert patchscope.active() == ()
+
+
+def test_a_group_with_a_part_of_no_fixed_value_gives_each_activations_value() -> None:
+    """A part whose value is made per activation (during's wrapper): ``with`` gives that one."""
+
+    class Klass:
+        def method(self) -> str:
+            return "orig"
+
+    mod = types.ModuleType("m")
+    mod.a = 1
+    holder = types.SimpleNamespace(x=1)
+    group = combine(
+        redirect_attr(mod, "a", 10),
+        patchscope.during(Klass, "method", redirect_attr(holder, "x", 2)),
+    )
+    with group as values:
+        assert values == (10, vars(Klass)["method"])
+    handle = group.start()
+    try:
+        assert handle.value == (10, vars(Klass)["method"])
+    finally:
+        handle.stop()
+    assert mod.a == 1 and patchscope.active() == ()

@@ -330,3 +330,107 @@ def test_another_error_is_raised_after_every_part_stopped_in_place_of_restore_er
     assert vars(obj)["a"] == 1 and mod.x is original
     assert vars(obj)["b"] == (20 if also_failing else 2)
     assert patchscope.active() == ()
+
+
+class _FailingStopHandle:
+    """A handle of its own whose stop() raises *error* (after recording that it ran)."""
+
+    def __init__(self, error: BaseException, log: list[str]) -> None:
+        self._error, self._log = error, log
+        self.value = "own"
+        self.activations = ()
+        self.thread_id = threading.get_ident()
+        self._pushed, self._frame = False, None
+
+    def stop(self) -> None:
+        self._log.append(type(self._error).__name__)
+        raise self._error
+
+
+class _FailingStop(patchscope.Redirect):
+    """A Redirect whose handle's stop() raises."""
+
+    __slots__ = ("_error", "_log")
+
+    def __init__(self, error: BaseException, log: list[str]) -> None:
+        self._error, self._log = error, log
+
+    def _args(self) -> tuple[object, ...]:
+        return (self._error, self._log)
+
+    def _activate(self, code: object, lasti: int) -> _FailingStopHandle:
+        return _FailingStopHandle(self._error, self._log)
+
+
+def test_a_group_stop_raises_the_first_error_of_its_parts_after_ending_them_all() -> None:
+    """A part's stop() that raises (not a RestoreError) is raised once every part has ended."""
+    mod = _module(a=1, b=2)
+    log: list[str] = []
+    group = combine(
+        redirect_attr(mod, "a", 10),
+        _FailingStop(KeyError("first"), log),
+        _FailingStop(ValueError("second"), log),
+        redirect_attr(mod, "b", 20),
+    )
+    handle = group.start()
+    assert (mod.a, mod.b) == (10, 20)
+    with pytest.raises(ValueError, match="second"):  # reverse order: the later part ends first
+        handle.stop()
+    assert log == ["ValueError", "KeyError"]
+    assert (mod.a, mod.b) == (1, 2) and patchscope.active() == ()
+
+
+def test_the_site_of_a_decorated_call_is_the_functions_first_line() -> None:
+    """A decorated function's activations report its first line, even where its code opens
+    with instructions of no line (a function with a cell: MAKE_CELL on 3.11)."""
+    mod = _module(value=1)
+    redirect = redirect_attr(mod, "value", 2)
+
+    def with_cell() -> list[str]:
+        cell = 1
+
+        def inner() -> int:
+            return cell
+
+        return [act.site for act in patchscope.active()]
+
+    def plain() -> list[str]:
+        return [act.site for act in patchscope.active()]
+
+    # 3.11+: the code starts on the def line (RESUME); 3.10: on the body's first line.
+    below = 0 if sys.version_info >= (3, 11) else 1
+    for fn in (with_cell, plain):
+        assert redirect(fn)() == [f"{__file__}:{fn.__code__.co_firstlineno + below}"]
+    assert patchscope.active() == ()
+
+
+def test_an_activation_never_entered_reads_as_ended() -> None:
+    """An Activation made but never registered is not open; repr says so, stop() does nothing."""
+    mod = _module(value=1)
+    act = Activation(redirect_attr(mod, "value", 2), 2, None, 0)
+    assert act.open is False
+    assert repr(act) == "<Activation ended>" and act.site == "<unknown>"
+    act.stop()
+    assert act.open is False and mod.value == 1 and patchscope.active() == ()
+
+
+def test_an_entry_a_warning_stopped_reports_nothing_its_undo_meets() -> None:
+    """An entry's conflict warning raised as an error: the undo's own conflict is not warned."""
+    mod = _module(value="orig")
+
+    class Intruder:
+        def __repr__(self) -> str:
+            mod.value = "rebound while warning"  # what the undo then finds
+            return "Intruder()"
+
+    outer = redirect_attr(mod, "value", "outer").start()
+    mod.value = Intruder()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        warnings.filterwarnings("error", message=".*Intruder", category=RedirectConflictWarning)
+        with pytest.raises(RedirectConflictWarning, match="Intruder"):
+            redirect_attr(mod, "value", "inner").start()
+    assert [str(w.message) for w in caught] == []
+    assert mod.value == "outer" and len(patchscope.active()) == 1
+    outer.stop()
+    assert mod.value == "orig" and patchscope.active() == ()

@@ -8,6 +8,7 @@ trace event. The redirect-level behaviour is in test_call.py.
 
 from __future__ import annotations
 
+import dis
 import sys
 import textwrap
 import traceback
@@ -108,6 +109,36 @@ def long_body(x):
     + "    s += x\n    if s > 5:\n        s -= 1\n" * 150
     + """
     return s
+
+def late_handlers(x):
+"""
+    # Handlers past unit 63: the exception table needs two bytes for them.
+    + "    x = x + 1\n" * 30
+    + """
+    try:
+        x = x // (x - 40)
+    except ZeroDivisionError:
+        x = -1
+    try:
+        if x > 50:
+            raise ValueError(x)
+        x += 2
+    except ValueError:
+        x = -2
+    finally:
+        x += 1000
+    return x
+
+def far_jumps(x):
+"""
+    # Jumps past unit 255: 3.10's absolute jumps carry an EXTENDED_ARG.
+    + "    x = x + 1\n" * 100
+    + """
+    while x > 3:
+        x -= 7
+    if x < 0:
+        x = -x
+    return x
 """
 )
 
@@ -123,6 +154,8 @@ CALLS: dict[str, list[tuple[tuple[Any, ...], dict[str, Any]]]] = {
     "loop_at_the_start": [((0,), {}), ((20,), {})],
     "raises": [((1,), {})],
     "long_body": [((3,), {})],
+    "late_handlers": [((10,), {}), ((0,), {}), ((30,), {})],
+    "far_jumps": [((3,), {}), ((-500,), {})],
 }
 
 
@@ -305,3 +338,61 @@ def test_redirect_call_installs_the_checked_original_on_a_plain_function() -> No
         assert lines == {line for *_, line in original.co_lines()} | {original.co_firstlineno}
         assert func(1) == -1
     assert func.__code__ is original
+
+
+def test_a_jump_the_check_would_move_too_far_falls_back() -> None:
+    """3.10: a jump whose moved target needs another argument byte gets no code, never a wrong jump.
+
+    Later versions jump relative: the same body is spliced and runs as before.
+    """
+    func = shapes()["long_body"]
+    expected = outcome(func, (3,), {})
+    code = build(func, Dispatcher())
+    if sys.version_info < (3, 11):
+        assert code is None
+        return
+    assert code is not None
+    func.__code__ = code
+    assert outcome(func, (3,), {}) == expected
+
+
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="3.10 has no exception table")
+@pytest.mark.parametrize("name", ["loops_and_handlers", "with_block", "late_handlers"])
+def test_every_handler_moves_by_the_length_of_the_check(name: str) -> None:
+    """The exception table is the original's, each range and target as many units later."""
+    func = shapes()[name]
+    original = func.__code__
+    code = build(func, Dispatcher())
+    assert code is not None
+    moved = len(code.co_code) - len(original.co_code)
+    entries = dis.Bytecode(original).exception_entries  # type: ignore[attr-defined]
+    assert entries
+    assert dis.Bytecode(code).exception_entries == [  # type: ignore[attr-defined]
+        e._replace(start=e.start + moved, end=e.end + moved, target=e.target + moved)
+        for e in entries
+    ]
+
+
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="the 3.11 location table")
+def test_every_kind_of_location_is_written_as_it_reads_back() -> None:
+    """No location, a line without columns, one over several lines, a column without its end.
+
+    The table the check is written into keeps each code unit's location exactly.
+    """
+    code = shapes()["late_handlers"].__code__
+    first = code.co_firstlineno
+    kinds: list[tuple[Any, ...]] = [
+        (None, None, None, None),
+        (first + 1, first + 1, None, None),
+        (first + 2, first + 4, None, None),
+        (first + 1, first + 1, 3, None),
+        (first + 1, first + 1, None, 7),
+        (first + 3, first + 3, 2, 9),
+        (first + 90, first + 93, 0, 80),
+        (first, first, 1, 2),
+    ]
+    units = len(code.co_code) // 2
+    # Runs of one location longer than one entry holds, and lines going back.
+    positions = [kinds[(i // 3) % len(kinds)] for i in range(units)]
+    table = _prologue._encode_positions(positions, first)
+    assert list(code.replace(co_linetable=table).co_positions()) == positions

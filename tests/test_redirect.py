@@ -269,8 +269,6 @@ def test_conflict_warning_names_the_value_and_still_restores() -> None:
     assert mod.value is original
 
 
-
-
 def test_import_does_not_pull_optional_dependencies() -> None:
     """import patchscope imports neither torch nor pytest nor hypothesis."""
     import subprocess
@@ -422,9 +420,7 @@ def importable() -> Iterator[types.ModuleType]:
 
 
 @pytest.mark.parametrize("scope", ["process", "context"])
-def test_one_dotted_string_is_target_and_name(
-    importable: types.ModuleType, scope: str
-) -> None:
+def test_one_dotted_string_is_target_and_name(importable: types.ModuleType, scope: str) -> None:
     """redirect_attr("mod.name", v) splits at the last dot, as mock.patch does, in either scope."""
     r = redirect_attr("ps_dotted_target.value", 2, scope=scope)
     assert repr(r) == f"redirect_attr(ps_dotted_target, 'value', 2, scope={scope!r})"
@@ -604,3 +600,19 @@ def test_fixture_attr_takes_delete(redirect: RedirectFixture, importable: types.
     assert not hasattr(importable, "value")
     redirect.undo()
     assert importable.value == 1  # type: ignore[attr-defined]
+
+
+def test_a_group_holding_a_group_gives_the_nested_values() -> None:
+    """``with`` of a group whose part is a group gives that part's own tuple in its place."""
+    mod = types.ModuleType("m")
+    mod.a, mod.b, mod.c = 1, 2, 3
+    inner = patchscope.combine(redirect_attr(mod, "a", 10), redirect_attr(mod, "b", 20))
+    outer = patchscope.combine(inner, redirect_attr(mod, "c", 30))
+    with outer as values:
+        assert values == ((10, 20), 30)
+    handle = outer.start()
+    try:
+        assert handle.value == ((10, 20), 30)
+    finally:
+        handle.stop()
+    assert (mod.a, mod.b, mod.c) == (1, 2, 3) and patchscope.active() == ()

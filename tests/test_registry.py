@@ -5,6 +5,7 @@ Run in both builds (see test_accel).
 
 from __future__ import annotations
 
+import sys
 import threading
 import types
 
@@ -49,6 +50,15 @@ def test_a_section_never_keeps_a_hold_its_entry_was_interrupted_in(held: int) ->
         with _registry._Section(lock):
             pytest.fail("the body must not run")
     assert lock.count == held
+
+
+def test_the_python_twins_take_the_lock_through_a_section_on_3_14_only() -> None:
+    """On 3.14 (the with-entry gap) the twins take the lock through a _Section; else directly."""
+    if sys.version_info[:2] == (3, 14):
+        assert isinstance(_registry.section, _registry._Section)
+        assert _registry.section.lock is _registry.lock
+    else:
+        assert _registry.section is _registry.lock
 
 
 def test_a_section_takes_and_gives_back_its_lock() -> None:
@@ -127,3 +137,29 @@ def test_exclusive_holds_other_threads_redirects_until_its_block_ends() -> None:
     assert not thread.is_alive()
     assert entered.is_set()
     assert target.attr == "original"
+
+
+def test_an_entry_left_empty_is_cleared_by_the_next_entry_even_one_that_fails() -> None:
+    """An exit interrupted after it unregistered its activation leaves an empty entry; the
+    next entry on that attribute drops it, also when it then fails, keeping nothing alive."""
+    import gc
+    import weakref
+
+    from patchscope import _entry
+
+    mod = types.ModuleType("m")
+    handle = patchscope.redirect_attr(mod, "extra", 1, create=True).start()
+    entry = handle._entry  # type: ignore[union-attr]
+    with _registry.section:  # what the interrupted exit got done
+        handle.open = False
+        _entry.show(entry)
+        entry.stack.remove(handle)
+    key = (id(mod), "extra")
+    assert key in _registry.entries and not hasattr(mod, "extra")
+    with pytest.raises(patchscope.AttributeMissingError):
+        patchscope.redirect_attr(mod, "extra", 2).start()  # create=False: the name is gone
+    assert key not in _registry.entries and patchscope.active() == ()
+    ref = weakref.ref(mod)
+    del mod, handle, entry
+    gc.collect()
+    assert ref() is None

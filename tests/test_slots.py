@@ -335,3 +335,132 @@ def test_every_slot_reads_one_context_variable() -> None:
     assert seen == ["new", "new", 2, object]
     assert before == []
     assert inside == [_slots.ACTIVATIONS]
+
+
+def test_prepare_makes_the_slots_of_a_target_and_name_once() -> None:
+    """The slots are cached per target and name, and making them changes nothing shown."""
+
+    class Klass:
+        attr = 1
+
+    mod = types.ModuleType("m")
+    mod.a = 1
+    slot = _slots.prepare(mod, "a")
+    assert _slots.prepare(mod, "a") is slot
+    assert _slots.prepare(mod, "b") is not slot
+    assert type(mod) is types.ModuleType
+    assert mod.a == 1
+    pair = _slots.prepare(Klass, "attr")
+    assert _slots.prepare(Klass, "attr") is pair
+    assert _slots.prepare(Klass, "other") is not pair
+    assert vars(Klass)["attr"] == 1
+
+
+def test_class_slots_take_no_attributes_of_their_own() -> None:
+    """Plain and data slots have no instance ``__dict__`` (as their C twins)."""
+
+    class Owner:
+        plain = 1
+
+        @property
+        def data(self) -> int:
+            return 1
+
+    with patchscope.combine(
+        patchscope.redirect_attr(Owner, "plain", 2, scope="context"),
+        patchscope.redirect_attr(Owner, "data", property(lambda self: 2), scope="context"),
+    ):
+        slots = [vars(Owner)["plain"], vars(Owner)["data"]]
+        assert type(slots[0]) is _slots.ClassSlot
+        assert type(slots[1]) is _slots.DataClassSlot
+        for slot in slots:
+            assert not hasattr(slot, "__dict__")
+            with pytest.raises(AttributeError):
+                slot.extra = 1
+
+
+def test_a_plain_value_in_place_of_a_property_yields_to_the_instance_dict() -> None:
+    """The value this context sees is not a data descriptor: an instance's own attribute wins.
+
+    Exactly as with that value in the class; other contexts keep the property.
+    """
+
+    class Owner:
+        @property
+        def value(self) -> str:
+            return "property"
+
+    obj, bare = Owner(), Owner()
+    obj.__dict__["value"] = "own"
+    with patchscope.redirect_attr(Owner, "value", "plain", scope="context"):
+        assert type(vars(Owner)["value"]) is _slots.DataClassSlot
+        assert obj.value == "own"
+        assert bare.value == "plain"
+        assert Owner.value == "plain"
+        assert in_other_thread(lambda: (obj.value, bare.value)) == ("property", "property")
+    assert obj.value == "property"
+
+
+def test_a_plain_value_in_place_of_a_slots_member_is_read_only_on_instances() -> None:
+    """An instance without a ``__dict__`` refuses the write and the deletion as CPython does."""
+
+    class Slotted:
+        __slots__ = ("x",)
+
+    obj = Slotted()
+    obj.x = 1
+    with patchscope.redirect_attr(Slotted, "x", 5, scope="context"):
+        assert obj.x == 5
+        with pytest.raises(AttributeError, match="'Slotted' object attribute 'x' is read-only"):
+            obj.x = 2
+        with pytest.raises(AttributeError, match="'Slotted' object attribute 'x' is read-only"):
+            del obj.x
+        assert in_other_thread(lambda: obj.x) == 1
+    assert obj.x == 1
+
+
+def test_the_innermost_construction_redirect_decides_for_a_subclass() -> None:
+    """An inner redirect that leaves subclasses alone is not passed over for an outer one."""
+
+    class Base:
+        pass
+
+    class Sub(Base):
+        pass
+
+    class Outer:
+        pass
+
+    class Inner:
+        pass
+
+    with patchscope.redirect_construction(Base, Outer, include_subclasses=True):
+        assert type(Sub()) is Outer
+        with patchscope.redirect_construction(Base, Inner):
+            assert type(Base()) is Inner
+            assert type(Sub()) is Sub
+        assert type(Sub()) is Outer
+    assert type(Sub()) is Sub
+
+
+def test_other_contexts_construct_through_the_classs_own_new() -> None:
+    """While a context construction redirect is on, other threads run the class's ``__new__``."""
+    with patchscope.redirect_construction(_Built, _Replacement, scope="context"):
+        assert type(_Built()) is _Replacement
+        built = in_other_thread(_Built)
+    assert type(built) is _Built
+    assert built.by_own_new
+
+
+def test_nested_construction_redirects_leave_other_contexts_the_inherited_new() -> None:
+    """The second activation finds the dispatcher on the class: it never falls back to itself."""
+
+    class Klass(_Built):
+        pass
+
+    with patchscope.redirect_construction(Klass, _Replacement):
+        with patchscope.redirect_construction(Klass, _Replacement):
+            assert type(Klass()) is _Replacement
+            built = in_other_thread(Klass)
+    assert type(built) is Klass
+    assert built.by_own_new
