@@ -77,6 +77,30 @@ def test_every_c_twin_is_named_in_the_contract_table() -> None:
     assert exported and missing == []
 
 
+def _fresh_python(code: str, pure: str | None = None) -> str:
+    """What *code* prints in a fresh interpreter; PATCHSCOPE_PURE_PYTHON is *pure*, or unset."""
+    env = {k: v for k, v in os.environ.items() if k != "PATCHSCOPE_PURE_PYTHON"}
+    if pure is not None:
+        env["PATCHSCOPE_PURE_PYTHON"] = pure
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
+def _without_speedups(error: str) -> str:
+    """Source that makes importing ``patchscope._speedups`` raise *error* (an expression)."""
+    return (
+        "import sys, importlib.abc\n"
+        "class Blocked(importlib.abc.MetaPathFinder):\n"
+        "    def find_spec(self, name, path, target=None):\n"
+        "        if name == 'patchscope._speedups':\n"
+        f"            raise {error}\n"
+        "sys.meta_path.insert(0, Blocked())\n"
+    )
+
+
 @pytest.mark.parametrize("value", ["1", "true", "Yes", " on "])
 def test_pure_python_switch_selects_the_python_twins(value: str) -> None:
     """PATCHSCOPE_PURE_PYTHON=1 (or true, yes, on) in a fresh interpreter gives the Python twins."""
@@ -84,51 +108,28 @@ def test_pure_python_switch_selects_the_python_twins(value: str) -> None:
         "import patchscope, patchscope._entry as e, patchscope._redirect as r;"
         "print(patchscope.ACCELERATED, r.with_enter is r._py_with_enter, e.Entry is e._PyEntry)"
     )
-    env = {**os.environ, "PATCHSCOPE_PURE_PYTHON": value}
-    out = subprocess.run(
-        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60
-    )
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.split() == ["False", "True", "True"]
+    assert _fresh_python(code, value).split() == ["False", "True", "True"]
 
 
 @pytest.mark.parametrize("value", ["", "0", "false", "No", "OFF"])
 def test_pure_python_switched_off_leaves_the_accelerator_in_use(value: str) -> None:
     """PATCHSCOPE_PURE_PYTHON=0 (or false, no, off, empty) keeps the accelerator, if built."""
     built = importlib.util.find_spec("patchscope._speedups") is not None
-    env = {**os.environ, "PATCHSCOPE_PURE_PYTHON": value}
-    out = subprocess.run(
-        [sys.executable, "-c", "import patchscope; print(patchscope.ACCELERATED)"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.split() == [str(built)]
+    out = _fresh_python("import patchscope; print(patchscope.ACCELERATED)", value)
+    assert out.split() == [str(built)]
 
 
 def test_an_accelerator_that_does_not_load_warns_and_python_runs() -> None:
     """A built extension that fails to import gives one RuntimeWarning and the Python twins."""
-    code = (
-        "import sys, warnings, importlib.abc\n"
-        "class Broken(importlib.abc.MetaPathFinder):\n"
-        "    def find_spec(self, name, path, target=None):\n"
-        "        if name == 'patchscope._speedups':\n"
-        "            raise ImportError('undefined symbol: PyFoo')\n"
-        "sys.meta_path.insert(0, Broken())\n"
+    code = _without_speedups("ImportError('undefined symbol: PyFoo')") + (
+        "import warnings\n"
         "with warnings.catch_warnings(record=True) as caught:\n"
         "    warnings.simplefilter('always')\n"
         "    import patchscope, patchscope._entry as e\n"
         "print(patchscope.ACCELERATED, e.Entry is e._PyEntry)\n"
         "print([str(w.message) for w in caught if w.category is RuntimeWarning])\n"
     )
-    env = {k: v for k, v in os.environ.items() if k != "PATCHSCOPE_PURE_PYTHON"}
-    out = subprocess.run(
-        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60
-    )
-    assert out.returncode == 0, out.stderr
-    flags, messages = out.stdout.splitlines()
+    flags, messages = _fresh_python(code).splitlines()
     assert flags.split() == ["False", "True"]
     assert "undefined symbol: PyFoo" in messages and "running in pure Python" in messages
     assert messages.count("patchscope._speedups") == 1
@@ -344,13 +345,8 @@ def test_activations_can_be_weakly_referenced() -> None:
 
 def test_an_accelerator_that_is_not_built_leaves_python_running_without_a_warning() -> None:
     """No extension at all: the Python twins serve, quietly, and redirects work."""
-    code = (
-        "import sys, warnings, importlib.abc, types\n"
-        "class Missing(importlib.abc.MetaPathFinder):\n"
-        "    def find_spec(self, name, path, target=None):\n"
-        "        if name == 'patchscope._speedups':\n"
-        "            raise ModuleNotFoundError('no _speedups', name=name)\n"
-        "sys.meta_path.insert(0, Missing())\n"
+    code = _without_speedups("ModuleNotFoundError('no _speedups', name=name)") + (
+        "import types, warnings\n"
         "with warnings.catch_warnings(record=True) as caught:\n"
         "    warnings.simplefilter('always')\n"
         "    import patchscope, patchscope._accel as a, patchscope._entry as e\n"
@@ -361,12 +357,7 @@ def test_an_accelerator_that_is_not_built_leaves_python_running_without_a_warnin
         "print(patchscope.ACCELERATED, a.speedups is None, e.Entry is e._PyEntry, seen, mod.x)\n"
         "print(len(caught))\n"
     )
-    env = {k: v for k, v in os.environ.items() if k != "PATCHSCOPE_PURE_PYTHON"}
-    out = subprocess.run(
-        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60
-    )
-    assert out.returncode == 0, out.stderr
-    flags, count = out.stdout.splitlines()
+    flags, count = _fresh_python(code).splitlines()
     assert flags.split() == ["False", "True", "True", "2", "1"]
     assert count == "0"
 
@@ -386,9 +377,5 @@ def test_with_the_accelerator_the_public_factory_is_a_c_twin_that_redirects() ->
         "print(patchscope.ACCELERATED, type(f) is not types.FunctionType, f.__name__,\n"
         "      f.__doc__ == f.__wrapped__.__doc__, seen, mod.x)\n"
     )
-    env = {k: v for k, v in os.environ.items() if k != "PATCHSCOPE_PURE_PYTHON"}
-    out = subprocess.run(
-        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60
-    )
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.split() == ["True", "True", "redirect_attr", "True", "(2,", "2)", "1"]
+    expected = ["True", "True", "redirect_attr", "True", "(2,", "2)", "1"]
+    assert _fresh_python(code).split() == expected
