@@ -245,9 +245,7 @@ def _same_parameters(fn: types.FunctionType, driver: Any) -> Callable[..., Any]:
     shape = (
         names[:n_pos],
         code.co_posonlyargcount,
-        len(fn.__defaults__ or ()),
         names[n_pos : n_pos + n_kw],
-        frozenset(fn.__kwdefaults__ or ()),
         varargs,
         varkw,
         driver,
@@ -261,18 +259,22 @@ def _reserved(name: str | None) -> bool:
 
 @functools.lru_cache(maxsize=512)
 def _compile_factory(shape: tuple[Any, ...]) -> Callable[..., Any]:
-    """Compile the factory for one parameter shape (decorators of many functions share them)."""
-    positional, n_posonly, n_defaults, kwonly, kwdefaults, varargs, varkw, driver = shape
+    """Compile the factory for one parameter shape (decorators of many functions share them).
+
+    The parameters carry no defaults: the made function gets *fn*'s own
+    ``__defaults__`` and ``__kwdefaults__``, which are not part of its code.
+    """
+    positional, n_posonly, kwonly, varargs, varkw, driver = shape
     params: list[str] = []
     for i, name in enumerate(positional):
-        params.append(f"{name}=None" if i >= len(positional) - n_defaults else name)
+        params.append(name)
         if n_posonly and i == n_posonly - 1:
             params.append("/")
     if varargs is not None:
         params.append(f"*{varargs}")
     elif kwonly:
         params.append("*")
-    params.extend(f"{name}=None" if name in kwdefaults else name for name in kwonly)
+    params.extend(kwonly)
     if varkw is not None:
         params.append(f"**{varkw}")
     call = [*positional, *([f"*{varargs}"] if varargs else [])]

@@ -27,7 +27,13 @@ context per test, to learn which tests execute each line of the mutated
 modules. Each mutant is then written into a copy and
 only those tests run against it (``-x``, fastest first), with the copy first
 on ``PYTHONPATH`` and ``PATCHSCOPE_PURE_PYTHON=1``; a check in the test run
-refuses to go on unless the package is imported from the copy. A line that
+refuses to go on unless the package is imported from the copy. Each copy has
+a server process that has imported pytest, its plugins and the heavy
+third-party packages (never the package under test), and each test run is a
+fork of it: a mutant costs its tests, not an interpreter's start. The server
+first collects the suite once, writing the unmutated modules' bytecode; a
+test run writes none, and a mutated module never has the mtime its cached
+bytecode records, so it is always compiled from its mutated source. A line that
 runs only at import is tested by the tests of its enclosing function or class,
 and at module level by the whole suite. A mutant whose line no test executes
 is a survivor. A mutant that runs past its timeout (20 s plus three times its
@@ -48,6 +54,7 @@ import json
 import os
 import queue
 import random
+import select as _select
 import shutil
 import signal
 import subprocess
@@ -132,6 +139,64 @@ if _REPORT:
     def pytest_sessionfinish(session):
         with open(_REPORT, "w") as f:
             json.dump({"durations": _durations, "failed": sorted(_failed)}, f)
+"""
+#: The fork server written into each copy (run as ``python _mutate_server.py``).
+#: One request a line on stdin, ``{"args": [...], "out": path}``; it answers
+#: ``{"pid": n}`` when the run starts and ``{"rc": n}`` when it ends (a signal
+#: that ended it as its negative number).
+_SERVER = """
+import importlib, importlib.metadata, json, os, sys
+
+_PKG = os.environ["MUTATE_PACKAGE"]
+for name in ("pytest", "_pytest.python", "_pytest.assertion.rewrite", "_pytest.fixtures",
+             "hypothesis", "hypothesis.stateful", "wrapt", "numpy", "torch"):
+    try:
+        importlib.import_module(name)
+    except Exception:
+        pass
+for ep in importlib.metadata.entry_points(group="pytest11"):
+    if ep.value.split(".")[0].split(":")[0] != _PKG:
+        try:
+            importlib.import_module(ep.value.split(":")[0])
+        except Exception:
+            pass
+if _PKG in sys.modules or any(m.startswith(_PKG + ".") for m in sys.modules):
+    print(json.dumps({"error": f"{_PKG} was imported before any mutant"}), flush=True)
+    sys.exit(3)
+import pytest
+
+
+def _answer(**reply):
+    sys.stdout.write(json.dumps(reply) + "\\n")
+    sys.stdout.flush()
+
+
+for line in sys.stdin:
+    request = json.loads(line)
+    pid = os.fork()
+    if pid == 0:
+        rc = 70
+        try:
+            os.setsid()
+            fd = os.open(request["out"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            os.dup2(fd, 1)
+            os.dup2(fd, 2)
+            os.close(fd)
+            os.environ.update(request.get("env", {}))
+            sys.dont_write_bytecode = os.environ.get("PYTHONDONTWRITEBYTECODE") == "1"
+            rc = int(pytest.main(request["args"]))
+        except BaseException:
+            import traceback
+            traceback.print_exc()
+        finally:
+            try:
+                sys.stdout.flush()
+                sys.stderr.flush()
+            finally:
+                os._exit(rc)
+    _answer(pid=pid)
+    status = os.waitpid(pid, 0)[1]
+    _answer(rc=os.waitstatus_to_exitcode(status))
 """
 
 _FLIP = {
@@ -395,6 +460,7 @@ def _copy_project(root: Path, into: Path) -> Path:
 
     shutil.copytree(root, into, ignore=ignore, symlinks=True)
     (into / "_mutate_plugin.py").write_text(_PLUGIN)
+    (into / "_mutate_server.py").write_text(_SERVER)
     return into
 
 
@@ -459,9 +525,7 @@ def _kill_live() -> None:
                 pass
 
 
-_PYTEST = [
-    "-m",
-    "pytest",
+_PYTEST_ARGS = [
     "-q",
     "-p",
     "no:cacheprovider",
@@ -471,6 +535,86 @@ _PYTEST = [
     "-o",
     "console_output_style=classic",
 ]
+_PYTEST = ["-m", "pytest", *_PYTEST_ARGS]
+
+
+class _Server:
+    """The fork server of one copy: runs pytest in a fork of a warm interpreter."""
+
+    def __init__(self, copy_dir: Path, package: str) -> None:
+        self.copy_dir = copy_dir
+        env = _env(copy_dir, package)
+        env.pop("PYTHONDONTWRITEBYTECODE")  # the warm-up writes the unmutated bytecode
+        self.proc = subprocess.Popen(
+            [sys.executable, "_mutate_server.py"],
+            cwd=copy_dir,
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            start_new_session=True,
+        )
+        self._buffer = b""
+        self._runs = 0
+
+    def _read(self, timeout: float | None) -> dict[str, int] | None:
+        assert self.proc.stdout is not None
+        fd = self.proc.stdout.fileno()
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while b"\n" not in self._buffer:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            if not _select.select([fd], [], [], left)[0]:
+                return None
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                sys.exit(f"mutate: the test server of {self.copy_dir} ended")
+            self._buffer += chunk
+        line, self._buffer = self._buffer.split(b"\n", 1)
+        reply: dict[str, int] = json.loads(line)
+        if "error" in reply:
+            sys.exit(f"mutate: {reply['error']}")
+        return reply
+
+    def run(
+        self, args: list[str], timeout: float | None, *, write_bytecode: bool = False
+    ) -> tuple[int | None, str]:
+        """pytest *args* in a fork; (None, output) when it ran past *timeout*."""
+        assert self.proc.stdin is not None
+        self._runs += 1
+        out = self.copy_dir / f".mutate-run-{self._runs}.out"
+        env = {} if write_bytecode else {"PYTHONDONTWRITEBYTECODE": "1"}
+        request = {"args": args, "out": str(out), "env": env}
+        self.proc.stdin.write((json.dumps(request) + "\n").encode())
+        self.proc.stdin.flush()
+        started = self._read(None)
+        assert started is not None
+        pid = started["pid"]
+        with _live_lock:
+            _live.add(pid)
+        try:
+            done = self._read(timeout)
+            if done is None:
+                os.killpg(pid, signal.SIGKILL)
+                self._read(None)
+            else:
+                try:
+                    os.killpg(pid, signal.SIGKILL)  # what the run left behind
+                except ProcessLookupError:
+                    pass
+        finally:
+            with _live_lock:
+                _live.discard(pid)
+        text = out.read_text(errors="replace")
+        out.unlink()
+        return (None if done is None else done["rc"]), text
+
+    def close(self) -> None:
+        if self.proc.stdin is not None:
+            self.proc.stdin.close()
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
 
 
 def _wrong_package(rc: int | None, out: str) -> None:
@@ -537,23 +681,26 @@ def select(m: Mutant, by_line: dict[int, set[str]], every: set[str]) -> set[str]
 
 
 def run_mutant(
-    m: Mutant, copy_dir: Path, package: str, tests: set[str], durations: dict[str, float]
+    m: Mutant, server: _Server, package: str, tests: set[str], durations: dict[str, float]
 ) -> None:
     order = sorted(tests, key=lambda t: (durations.get(t, 0.0), t))
     timeout = 20 + 3 * sum(durations.get(t, 0.0) for t in order)
-    target = copy_dir / package / m.module
+    target = server.copy_dir / package / m.module
     original = target.read_text()
-    env = _env(copy_dir, package)
+    stamp = target.stat()
     start = time.perf_counter()
     try:
         target.write_text(m.source)
+        if int(target.stat().st_mtime) == int(stamp.st_mtime):  # never the cached bytecode's
+            os.utime(target, ns=(stamp.st_atime_ns, stamp.st_mtime_ns + 2_000_000_000))
         for ids in (order, sorted({t.split("[", 1)[0] for t in order})):
-            rc, out = _run([sys.executable, *_PYTEST, "-x", *ids], copy_dir, env, timeout)
+            rc, out = server.run([*_PYTEST_ARGS, "-x", *ids], timeout)
             _wrong_package(rc, out)
             if rc not in (4, 5):
                 break  # 4, 5: a test id pytest could not select; retry without parameters
     finally:
         target.write_text(original)
+        os.utime(target, ns=(stamp.st_atime_ns, stamp.st_mtime_ns))  # its bytecode is valid
     m.seconds = round(time.perf_counter() - start, 2)
     m.tests = len(order)
     if rc is None:
@@ -646,9 +793,35 @@ def _run_all(
         f"{len(durations)} tests, {len(failed)} failing before any mutation (left out)"
     )
     every = set(durations) - set(failed)
-    free: queue.Queue[Path] = queue.Queue()
-    for c in copies:
-        free.put(c)
+    start = time.perf_counter()
+    servers = [_Server(c, args.package) for c in copies]
+    free: queue.Queue[_Server] = queue.Queue()
+    try:
+        for server in servers:  # the unmutated bytecode, and a check that the server works
+            rc, out = server.run(
+                [*_PYTEST_ARGS, "--collect-only", *tests], None, write_bytecode=True
+            )
+            _wrong_package(rc, out)
+            if rc != 0:
+                sys.exit(f"mutate: collecting the suite failed (exit {rc}):\n" + out[-4000:])
+            free.put(server)
+        print(f"test servers ready: {time.perf_counter() - start:.0f} s")
+        return _run_mutants(args, mutants, counts, jobs, by_module, durations, every, free)
+    finally:
+        for server in servers:
+            server.close()
+
+
+def _run_mutants(
+    args: argparse.Namespace,
+    mutants: list[Mutant],
+    counts: dict[str, int],
+    jobs: int,
+    by_module: dict[str, dict[int, set[str]]],
+    durations: dict[str, float],
+    every: set[str],
+    free: queue.Queue[_Server],
+) -> int:
     done = 0
     lock = threading.Lock()
 
@@ -662,11 +835,11 @@ def _run_all(
         if selected is None:
             m.status = "uncovered"
         else:
-            copy_dir = free.get()
+            server = free.get()
             try:
-                run_mutant(m, copy_dir, args.package, selected, durations)
+                run_mutant(m, server, args.package, selected, durations)
             finally:
-                free.put(copy_dir)
+                free.put(server)
             if stop.is_set():
                 m.status = ""  # its test run was cut short by the interrupt
                 return

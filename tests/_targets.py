@@ -22,6 +22,27 @@ class Case:
         return dict(vars(self.target))
 
 
+class FailingWrites:
+    """An instance target whose writes are logged (into *log*, if given) and can be made to
+    fail per attribute: a write, or a restore, that raises."""
+
+    def __init__(self, log: list[str] | None = None, **values: object) -> None:
+        object.__setattr__(self, "_log", [] if log is None else log)
+        object.__setattr__(self, "_fail", {})
+        for name, value in values.items():
+            object.__setattr__(self, name, value)
+
+    def fail(self, name: str, error: BaseException) -> None:
+        """Make every later write of *name* raise *error*."""
+        self._fail[name] = error  # type: ignore[attr-defined]
+
+    def __setattr__(self, name: str, value: object) -> None:
+        self._log.append(name)  # type: ignore[attr-defined]
+        if name in self._fail:  # type: ignore[attr-defined]
+            raise self._fail[name]  # type: ignore[attr-defined]
+        object.__setattr__(self, name, value)
+
+
 def _module() -> Case:
     mod = types.ModuleType("fake_mod")
     mod.value = object()

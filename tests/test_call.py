@@ -764,6 +764,16 @@ def test_original_carries_the_function_names() -> None:
     )
 
 
+def test_original_carries_a_module_set_after_definition() -> None:
+    """A __module__ set after the def (as torch sets its public functions'), not the globals'."""
+
+    def func() -> int:
+        return 1
+
+    func.__module__ = "torch.cuda"
+    assert original(func).__module__ == "torch.cuda"
+
+
 def test_original_carries_the_function_annotations() -> None:
     """Its annotations are the function's (3.14+: evaluated lazily, as the function's are)."""
     namespace: dict[str, Any] = {}

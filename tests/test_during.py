@@ -190,3 +190,29 @@ def test_a_during_beside_a_live_context_during_of_the_same_method(second_scope: 
         assert Built().seen == 2
     assert vars(Built)["__init__"] is raw and Built().seen == 1
     assert patchscope.active() == ()
+
+
+def test_during_of_an_inherited_method_behind_another_contexts_slot_wraps_the_base_method() -> None:
+    """Another context's redirect put a slot on the subclass for a method it inherits: during()
+    here wraps what this context sees there, the base class's method."""
+    mod = types.ModuleType("m")
+    mod.kind = "cuda"
+
+    class Base:
+        def method(self) -> str:
+            return mod.kind
+
+    class Sub(Base):
+        pass
+
+    other = in_other_thread(
+        lambda: redirect_attr(Sub, "method", lambda self: "other", scope="context").start()
+    )
+    try:
+        assert Sub().method() == "cuda"  # the other context's redirect is not seen here
+        with during(Sub, "method", redirect_attr(mod, "kind", "cpu", scope="context")):
+            assert Sub().method() == "cpu"
+        assert Sub().method() == "cuda"
+    finally:
+        other.stop()
+    assert "method" not in vars(Sub) and patchscope.active() == ()

@@ -86,6 +86,31 @@ def test_create_goes_through_the_objects_own_setattr_and_delattr() -> None:
     assert not hasattr(obj, "weight")
 
 
+class _Logging:
+    """Its own setattr and delattr, no __getattr__: writes are logged and stored as text."""
+
+    def __init__(self) -> None:
+        object.__setattr__(self, "log", [])
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        self.log.append(("set", name, value))
+        object.__setattr__(self, name, str(value))
+
+    def __delattr__(self, name: str) -> None:
+        self.log.append(("del", name))
+        object.__delattr__(self, name)
+
+
+def test_create_goes_through_an_own_setattr_without_getattr() -> None:
+    """A class with its own setattr (and no __getattr__) is asked to create and to delete;
+    what it stores is its own business, no conflict (an error in this suite)."""
+    obj = _Logging()
+    with patchscope.redirect_attr(obj, "weight", 5, create=True):
+        assert obj.weight == "5"
+    assert obj.log == [("set", "weight", 5), ("del", "weight")]
+    assert not hasattr(obj, "weight")
+
+
 class _Coercing:
     """A property whose setter stores a converted value."""
 

@@ -13,6 +13,7 @@ import types
 import warnings
 
 import pytest
+from _targets import FailingWrites
 from _threads import JOIN, in_other_thread
 
 import patchscope
@@ -32,25 +33,6 @@ def _module(**values: object) -> types.ModuleType:
     for name, value in values.items():
         setattr(mod, name, value)
     return mod
-
-
-class _Logged:
-    """An instance target whose writes are logged and can be made to fail per attribute."""
-
-    def __init__(self, log: list[str], **values: object) -> None:
-        object.__setattr__(self, "_log", log)
-        object.__setattr__(self, "_fail", {})
-        for name, value in values.items():
-            object.__setattr__(self, name, value)
-
-    def fail(self, name: str, error: BaseException) -> None:
-        self._fail[name] = error  # type: ignore[attr-defined]
-
-    def __setattr__(self, name: str, value: object) -> None:
-        self._log.append(name)  # type: ignore[attr-defined]
-        if name in self._fail:  # type: ignore[attr-defined]
-            raise self._fail[name]  # type: ignore[attr-defined]
-        object.__setattr__(self, name, value)
 
 
 # -- Activation ------------------------------------------------------------
@@ -211,7 +193,7 @@ def test_stop_from_another_thread_ends_it_and_again_is_harmless(scope: str) -> N
 def test_stops_racing_in_two_threads_end_it_once() -> None:
     """Two threads stopping one activation at once both return; the restore happens once."""
     log: list[str] = []
-    obj = _Logged(log, value=1)
+    obj = FailingWrites(log, value=1)
     handle = redirect_attr(obj, "value", 2).start()
     log.clear()
     ready = threading.Barrier(2, timeout=JOIN)
@@ -256,7 +238,7 @@ def test_a_group_lists_its_activations_in_entry_order_flattened() -> None:
 def test_a_group_stops_its_parts_in_reverse_order() -> None:
     """The last part entered is the first restored."""
     log: list[str] = []
-    obj = _Logged(log, a=1, b=2, c=3)
+    obj = FailingWrites(log, a=1, b=2, c=3)
     handle = combine(*(redirect_attr(obj, n, n * 2) for n in "abc")).start()
     assert log == ["a", "b", "c"]
     log.clear()
@@ -284,7 +266,7 @@ def test_a_group_stop_from_another_thread_and_again_is_harmless(scope: str) -> N
 def test_failed_restores_are_collected_into_one_error_after_every_part_ran() -> None:
     """Two failing restores: the other parts still end, then one RestoreError holds both."""
     log: list[str] = []
-    obj = _Logged(log, a=1, c=3)
+    obj = FailingWrites(log, a=1, c=3)
     original = object()
     mod = _module(b=original)
     handle = combine(
@@ -301,7 +283,7 @@ def test_failed_restores_are_collected_into_one_error_after_every_part_ran() -> 
     assert info.value.errors == [locked_c, locked_a]
     message = str(info.value)
     assert message.startswith("2 restore(s) failed: ")
-    assert message.index("'c'") < message.index("'a'") and "_Logged" in message
+    assert message.index("'c'") < message.index("'a'") and "FailingWrites" in message
     assert patchscope.active() == ()
     handle.stop()  # ended despite the failures: nothing is raised again
 
@@ -312,7 +294,7 @@ def test_another_error_is_raised_after_every_part_stopped_in_place_of_restore_er
 ) -> None:
     """Another error from a part's end (a warning made an error) waits for the rest, then wins."""
     log: list[str] = []
-    obj = _Logged(log, a=1, b=2)
+    obj = FailingWrites(log, a=1, b=2)
     original = object()
     mod = _module(x=original)
     handle = combine(

@@ -10,9 +10,11 @@ import threading
 import types
 
 import pytest
+from _targets import FailingWrites
 
 import patchscope
 from patchscope import _registry
+from patchscope._resolve import describe as _describe
 
 
 class _Lock:
@@ -163,3 +165,63 @@ def test_an_entry_left_empty_is_cleared_by_the_next_entry_even_one_that_fails() 
     del mod, handle, entry
     gc.collect()
     assert ref() is None
+
+
+@pytest.mark.parametrize("form", ["with", "stop"])
+def test_one_failed_restore_is_raised_with_its_own_message_from_its_error(form: str) -> None:
+    """One redirect whose restore fails: its message names the attribute, chained from the error."""
+    obj = FailingWrites(a=1)
+    error = AttributeError("locked a")
+    redirect = patchscope.redirect_attr(obj, "a", 10)
+    with pytest.raises(patchscope.RestoreError) as info:
+        if form == "with":
+            with redirect:
+                obj.fail("a", error)
+        else:
+            handle = redirect.start()
+            obj.fail("a", error)
+            handle.stop()
+    assert str(info.value) == f"restoring attribute 'a' of {_describe(obj)} failed: locked a"
+    assert info.value.errors == [error]
+    assert info.value.__cause__ is error
+    assert patchscope.active() == ()
+
+
+def test_one_failed_restore_of_a_group_is_counted() -> None:
+    """A group's end with one failed restore: the message counts it, and names it."""
+    obj = FailingWrites(a=1)
+    mod = types.ModuleType("m")
+    mod.b = 2
+    error = AttributeError("locked a")
+    handle = patchscope.combine(
+        patchscope.redirect_attr(obj, "a", 10), patchscope.redirect_attr(mod, "b", 20)
+    ).start()
+    obj.fail("a", error)
+    with pytest.raises(patchscope.RestoreError) as info:
+        handle.stop()
+    message = f"restoring attribute 'a' of {_describe(obj)} failed: locked a"
+    assert str(info.value) == "1 restore(s) failed: " + message
+    assert info.value.errors == [error]
+    assert vars(mod)["b"] == 2 and patchscope.active() == ()
+
+
+@pytest.mark.parametrize("order", ["process first", "context first"])
+def test_a_group_of_both_scopes_shows_every_part(order: str) -> None:
+    """A process-scope part entered beside a context-scope one: both are seen, and both end."""
+    mod = types.ModuleType("m")
+    mod.a, mod.b = 1, 2
+    parts = [
+        patchscope.redirect_attr(mod, "a", 10, scope="process"),
+        patchscope.redirect_attr(mod, "b", 20, scope="context"),
+    ]
+    if order == "context first":
+        parts.reverse()
+    seen: list[object] = []
+    with patchscope.combine(*parts):
+        assert (mod.a, mod.b) == (10, 20)
+        thread = threading.Thread(target=lambda: seen.append((mod.a, mod.b)))
+        thread.start()
+        thread.join(60)
+        assert not thread.is_alive()
+    assert seen == [(10, 2)]  # the process part in every thread, the context part here only
+    assert (mod.a, mod.b) == (1, 2) and patchscope.active() == ()

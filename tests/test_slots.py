@@ -318,11 +318,7 @@ def test_every_slot_reads_one_context_variable() -> None:
     )
 
     def slot_vars() -> list[contextvars.ContextVar[object]]:
-        return [
-            var
-            for var in contextvars.copy_context()
-            if var.name.startswith("patchscope:")
-        ]
+        return [var for var in contextvars.copy_context() if var.name.startswith("patchscope:")]
 
     def run() -> list[object]:
         before = slot_vars()
@@ -464,3 +460,50 @@ def test_nested_construction_redirects_leave_other_contexts_the_inherited_new() 
             built = in_other_thread(Klass)
     assert type(built) is Klass
     assert built.by_own_new
+
+
+def test_a_class_that_had_slots_dies_quietly() -> None:
+    """A class given context slots, then dropped: its cache record goes, nothing is reported."""
+    import sys
+
+    reported: list[object] = []
+    previous = sys.unraisablehook
+    sys.unraisablehook = reported.append
+    try:
+
+        class Klass:
+            attr = 1
+
+        with patchscope.redirect_attr(Klass, "attr", 2, scope="context"):
+            assert Klass.attr == 2
+        ref = weakref.ref(Klass)
+        del Klass
+        gc.collect()
+        assert ref() is None
+    finally:
+        sys.unraisablehook = previous
+    assert reported == []
+
+
+@pytest.mark.parametrize("value", ["plain", "property"])
+def test_a_slot_left_on_a_class_with_no_record_is_restored_to_what_it_displaced(
+    value: str,
+) -> None:
+    """A class slot of ours whose registry record was lost (a fault): the next redirect of
+    that attribute takes the value the slot stood in place of as the original."""
+    original: object = 1 if value == "plain" else property(lambda self: 1)
+
+    class Klass:
+        pass
+
+    Klass.attr = original  # type: ignore[attr-defined]
+    handle = patchscope.redirect_attr(Klass, "attr", 2, scope="context").start()
+    stray = vars(Klass)["attr"]
+    assert stray is not original
+    with _registry.section:  # the fault: the record is gone, the slot stays
+        del _registry.entries[(id(Klass), "attr")]
+        handle.open = False
+    with patchscope.redirect_attr(Klass, "attr", 3, scope="context"):
+        assert Klass.attr == 3
+    assert vars(Klass)["attr"] is original
+    assert patchscope.active() == ()
