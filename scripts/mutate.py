@@ -40,6 +40,13 @@ is a survivor. A mutant that runs past its timeout (20 s plus three times its
 tests' time in the coverage run) counts as killed: a hang is a failure the
 suite notices. Tests that fail before any mutation are left out of every run.
 
+The suite runs on every supported CPython, and some lines run only on some
+(version-gated code). ``--also PYTHON`` (repeatable) runs what survived the
+first interpreter again on another one, in pure Python too: its module's test
+file and the tests that ran its line. One it kills there counts as killed,
+and the report says on which interpreter; the tests it will run must pass
+there unmutated first, or no mutant runs on it.
+
 Needs ``coverage`` (``pip install coverage``). The score, the survivors
 (file:line, the mutation, the line before and after) and a JSON file of every
 result are written at the end.
@@ -62,6 +69,8 @@ import sys
 import tempfile
 import threading
 import time
+from collections import Counter
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -249,6 +258,8 @@ class Mutant:
     status: str = ""
     seconds: float = 0.0
     tests: int = 0
+    #: the ``--also`` interpreter that killed it, if the first one did not
+    python: str = ""
 
     @property
     def where(self) -> str:
@@ -541,12 +552,12 @@ _PYTEST = ["-m", "pytest", *_PYTEST_ARGS]
 class _Server:
     """The fork server of one copy: runs pytest in a fork of a warm interpreter."""
 
-    def __init__(self, copy_dir: Path, package: str) -> None:
+    def __init__(self, copy_dir: Path, package: str, python: str = sys.executable) -> None:
         self.copy_dir = copy_dir
         env = _env(copy_dir, package)
         env.pop("PYTHONDONTWRITEBYTECODE")  # the warm-up writes the unmutated bytecode
         self.proc = subprocess.Popen(
-            [sys.executable, "_mutate_server.py"],
+            [python, "_mutate_server.py"],
             cwd=copy_dir,
             env=env,
             stdin=subprocess.PIPE,
@@ -682,9 +693,16 @@ def select(m: Mutant, by_line: dict[int, set[str]], every: set[str]) -> set[str]
 
 def run_mutant(
     m: Mutant, server: _Server, package: str, tests: set[str], durations: dict[str, float]
-) -> None:
-    order = sorted(tests, key=lambda t: (durations.get(t, 0.0), t))
-    timeout = 20 + 3 * sum(durations.get(t, 0.0) for t in order)
+) -> tuple[str, float]:
+    """Run *tests* against *m* in *server*'s copy: its status and the seconds it took."""
+
+    def cost(test: str) -> float:  # a test's time, or a file's (its tests' sum)
+        if test in durations:
+            return durations[test]
+        return sum(d for t, d in durations.items() if t.startswith(test + "::"))
+
+    order = sorted(tests, key=lambda t: (cost(t), t))
+    timeout = 20 + 3 * sum(cost(t) for t in order)
     target = server.copy_dir / package / m.module
     original = target.read_text()
     stamp = target.stat()
@@ -701,16 +719,20 @@ def run_mutant(
     finally:
         target.write_text(original)
         os.utime(target, ns=(stamp.st_atime_ns, stamp.st_mtime_ns))  # its bytecode is valid
-    m.seconds = round(time.perf_counter() - start, 2)
-    m.tests = len(order)
+    seconds = round(time.perf_counter() - start, 2)
     if rc is None:
-        m.status = "timeout"
-    elif rc == 0:
-        m.status = "survived"
-    elif rc in (4, 5) and ("not found" in out or rc == 5):
-        m.status = "error"
-    else:
-        m.status = "killed"
+        return "timeout", seconds
+    if rc == 0:
+        return "survived", seconds
+    if rc in (4, 5) and ("not found" in out or rc == 5):
+        return "error", seconds
+    return "killed", seconds
+
+
+def mirror_tests(m: Mutant, root: Path, tests: list[str]) -> set[str]:
+    """The test file of *m*'s module (``_slots.py``: ``test_slots.py``) under each of *tests*."""
+    name = f"test_{m.module.lstrip('_')}"
+    return {f"{t}/{name}" for t in tests if (root / t / name).is_file()}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -735,6 +757,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0, help="the seed of --sample (default 0)")
     parser.add_argument("--list", action="store_true", help="print the mutants; run nothing")
     parser.add_argument(
+        "--also",
+        action="append",
+        default=[],
+        metavar="PYTHON",
+        help="another interpreter (with pytest and the test dependencies) that runs the "
+        "survivors again: its module's test file and the tests that ran its line "
+        "(repeatable; e.g. each of CI's .venv-ci/py3.X/bin/python)",
+    )
+    parser.add_argument(
         "--json",
         type=Path,
         metavar="FILE",
@@ -742,6 +773,11 @@ def main(argv: list[str] | None = None) -> int:
         help="where to write every result (default: .cache/mutate-results.json)",
     )
     args = parser.parse_args(argv)
+    for i, python in enumerate(args.also):  # the servers run in the copies: an absolute path
+        found = shutil.which(python) if os.sep not in python else python
+        if found is None or not os.access(found, os.X_OK):
+            parser.error(f"--also {python}: no such interpreter (give its path)")
+        args.also[i] = os.path.abspath(found)
     root = args.root.resolve()
     modules = args.module or list(CORE_MODULES)
     tests = args.tests or ["tests"]
@@ -794,7 +830,54 @@ def _run_all(
     )
     every = set(durations) - set(failed)
     start = time.perf_counter()
-    servers = [_Server(c, args.package) for c in copies]
+
+    def first(m: Mutant) -> set[str] | None:
+        return select(m, by_module[m.module], every)
+
+    interrupted = _phase(args, sys.executable, copies, tests, mutants, first, durations, jobs)
+    for python in [] if interrupted else args.also:
+        # What the first interpreter's tests let live, run again on another: its module's
+        # test file and the tests that ran its line there (version-gated code runs here).
+        left = [m for m in mutants if m.status in ("survived", "uncovered")]
+
+        def again(m: Mutant) -> set[str] | None:
+            files = mirror_tests(m, root, tests)
+            ids = {t for t in first(m) or () if t.split("::", 1)[0] not in files}
+            return files | ids or None
+
+        interrupted = _phase(args, python, copies, tests, left, again, durations, jobs)
+        if interrupted:
+            break
+    elapsed = time.perf_counter() - start
+    finished = [m for m in mutants if m.status]
+    if interrupted:
+        print(
+            f"\ninterrupted: {len(finished)} of {len(mutants)} mutants finished; "
+            "the report covers those"
+        )
+    _report(args, finished, counts, elapsed, jobs)
+    return 130 if interrupted else 0
+
+
+def _phase(
+    args: argparse.Namespace,
+    python: str,
+    copies: list[Path],
+    tests: list[str],
+    mutants: list[Mutant],
+    tests_of: Callable[[Mutant], set[str] | None],
+    durations: dict[str, float],
+    jobs: int,
+) -> bool:
+    """Run *mutants* on *python*, one server per copy; True when interrupted.
+
+    On the first interpreter every mutant gets a status; on an ``--also`` one a
+    mutant changes only when that interpreter's tests kill it.
+    """
+    also = python != sys.executable
+    label = _version(python) if also else ""
+    start = time.perf_counter()
+    servers = [_Server(c, args.package, python) for c in copies]
     free: queue.Queue[_Server] = queue.Queue()
     try:
         for server in servers:  # the unmutated bytecode, and a check that the server works
@@ -803,25 +886,53 @@ def _run_all(
             )
             _wrong_package(rc, out)
             if rc != 0:
-                sys.exit(f"mutate: collecting the suite failed (exit {rc}):\n" + out[-4000:])
+                sys.exit(
+                    f"mutate: collecting the suite on {python} failed (exit {rc}):\n" + out[-4000:]
+                )
             free.put(server)
-        print(f"test servers ready: {time.perf_counter() - start:.0f} s")
-        return _run_mutants(args, mutants, counts, jobs, by_module, durations, every, free)
+        if also:  # every test it will run must pass there before any mutation
+            files = sorted({t.split("::", 1)[0] for m in mutants for t in tests_of(m) or ()})
+            rc, out = servers[0].run([*_PYTEST_ARGS, *files], None) if files else (0, "")
+            if rc != 0:
+                print(
+                    f"mutate: on {python} ({label}) the tests fail before any mutation "
+                    f"(exit {rc}); no mutant runs there:\n" + out[-2000:],
+                    flush=True,
+                )
+                return False
+        print(
+            f"test servers ready{f' on {label}' if also else ''}: "
+            f"{time.perf_counter() - start:.0f} s"
+            + (f"; {len(mutants)} mutants to run again" if also else ""),
+            flush=True,
+        )
+        return _run_mutants(args, mutants, tests_of, durations, jobs, free, label)
     finally:
         for server in servers:
             server.close()
 
 
+def _version(python: str) -> str:
+    """*python*'s version, as the report names the interpreter."""
+    out = subprocess.run(
+        [python, "-c", "import sys; print('.'.join(map(str, sys.version_info[:3])))"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    return out.stdout.strip()
+
+
 def _run_mutants(
     args: argparse.Namespace,
     mutants: list[Mutant],
-    counts: dict[str, int],
-    jobs: int,
-    by_module: dict[str, dict[int, set[str]]],
+    tests_of: Callable[[Mutant], set[str] | None],
     durations: dict[str, float],
-    every: set[str],
+    jobs: int,
     free: queue.Queue[_Server],
-) -> int:
+    also: str,
+) -> bool:
     done = 0
     lock = threading.Lock()
 
@@ -831,24 +942,32 @@ def _run_mutants(
         nonlocal done
         if stop.is_set():
             return
-        selected = select(m, by_module[m.module], every)
+        selected = tests_of(m)
         if selected is None:
-            m.status = "uncovered"
+            status, seconds = "uncovered", 0.0
         else:
             server = free.get()
             try:
-                run_mutant(m, server, args.package, selected, durations)
+                status, seconds = run_mutant(m, server, args.package, selected, durations)
             finally:
                 free.put(server)
             if stop.is_set():
-                m.status = ""  # its test run was cut short by the interrupt
+                if not also:
+                    m.status = ""  # its test run was cut short by the interrupt
                 return
+        if not also:
+            m.status, m.seconds, m.tests = status, seconds, len(selected or ())
+        elif status in ("killed", "timeout"):
+            m.status, m.python = status, also
+            m.seconds, m.tests = m.seconds + seconds, m.tests + len(selected or ())
         with lock:
             done += 1
-            if m.status not in ("killed", "timeout") or done % 25 == 0:
+            if also:
+                if m.python == also:
+                    print(f"[{done}/{len(mutants)}] {m.status} on {also}: {m.where}", flush=True)
+            elif m.status not in ("killed", "timeout") or done % 25 == 0:
                 print(f"[{done}/{len(mutants)}] {m.status}: {m.where} {m.description}", flush=True)
 
-    start = time.perf_counter()
     interrupted = False
     with ThreadPoolExecutor(jobs) as pool:
         futures = [pool.submit(work, m) for m in mutants]
@@ -859,15 +978,7 @@ def _run_mutants(
             stop.set()
             _kill_live()
             interrupted = True
-    elapsed = time.perf_counter() - start
-    finished = [m for m in mutants if m.status]
-    if interrupted:
-        print(
-            f"\ninterrupted: {len(finished)} of {len(mutants)} mutants finished; "
-            "the report covers those"
-        )
-    _report(args, finished, counts, elapsed, jobs)
-    return 130 if interrupted else 0
+    return interrupted
 
 
 def _report(
@@ -895,7 +1006,11 @@ def _report(
     print(
         f"score: {killed}/{scored} killed ({100 * score:.1f}%); "
         f"{len(status['timeout'])} of them by timeout; "
-        f"{len(status['survived'])} survived, {len(status['uncovered'])} on lines no test runs"
+        + "".join(
+            f"{n} of them only on {python}; "
+            for python, n in sorted(Counter(m.python for m in mutants if m.python).items())
+        )
+        + f"{len(status['survived'])} survived, {len(status['uncovered'])} on lines no test runs"
         + (
             f"; {len(status['error'])} not run (pytest could not select their tests)"
             if status["error"]

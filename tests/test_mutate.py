@@ -153,3 +153,55 @@ def test_list_prints_mutants_without_running(tmp_path: Path) -> None:
     listed = "mod.py:8: compare: `<` -> `<=`\n    - if x < ZERO:\n    + if (x <= ZERO):"
     assert listed in proc.stdout
     assert "coverage run" not in proc.stdout
+
+
+GATED = """\
+import os
+
+
+def gated(x):
+    if os.environ.get("MUTATEE_OTHER"):
+        return x + 1
+    return x
+
+
+def unused(x):
+    return x == 2
+"""
+
+GATED_TESTS = """\
+import os
+
+from mutatee.gated import gated
+
+
+def test_gated():
+    assert gated(1) == (2 if os.environ.get("MUTATEE_OTHER") else 1)
+"""
+
+
+def test_survivors_run_again_on_another_interpreter(tmp_path: Path) -> None:
+    """--also runs what lived through the first interpreter on another one: code only that
+    interpreter executes is killed there (and says where), code no test checks survives."""
+    root = tmp_path / "project"
+    (root / "mutatee").mkdir(parents=True)
+    (root / "mutatee" / "__init__.py").write_text("")
+    (root / "mutatee" / "gated.py").write_text(GATED)
+    (root / "tests").mkdir()
+    (root / "tests" / "test_gated.py").write_text(GATED_TESTS)
+    other = tmp_path / "other-python"  # an interpreter on which the gated branch runs
+    other.write_text(f'#!/bin/sh\nMUTATEE_OTHER=1 exec "{sys.executable}" "$@"\n')
+    other.chmod(0o755)
+    out = tmp_path / "results.json"
+    command = [sys.executable, str(SCRIPT), "--root", str(root), "--package", "mutatee"]
+    command += ["--module", "gated.py", "--jobs", "1", "--json", str(out)]
+    proc = subprocess.run(
+        [*command, "--also", str(other)], capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    lines = _by_line(json.loads(out.read_text()))
+    version = ".".join(map(str, sys.version_info[:3]))
+    assert len(lines[6]) >= 2
+    assert {(m["status"], m["python"]) for m in lines[6]} == {("killed", version)}
+    assert {(m["status"], m["python"]) for m in lines[11]} == {("uncovered", "")}
+    assert f"{len(lines[6])} of them only on {version}" in proc.stdout
