@@ -298,7 +298,12 @@ def _svarint(value: int) -> bytes:
 
 
 def _encode_positions(positions: list[Any], first_line: int) -> bytes:
-    """The 3.11+ location table of one (line, end line, column, end column) per code unit."""
+    """The 3.11+ location table of one (line, end line, column, end column) per code unit.
+
+    Each run of one location is one entry: "no location" (kind 15), or the
+    long form (kind 14), which holds any location; the compiler's shorter
+    forms only save bytes.
+    """
     out = bytearray()
     line = first_line
     i = 0
@@ -310,14 +315,10 @@ def _encode_positions(positions: list[Any], first_line: int) -> bytes:
         start, end_line, col, end_col = pos
         if start is None:
             out.append(0x80 | (15 << 3) | (length - 1))
-        elif col is None and end_col is None and end_line in (None, start):
-            out.append(0x80 | (13 << 3) | (length - 1))
-            out += _svarint(start - line)
-            line = start
         else:
             out.append(0x80 | (14 << 3) | (length - 1))
             out += _svarint(start - line)
-            out += _varint((start if end_line is None else end_line) - start)
+            out += _varint(end_line - start)  # never None where the line is not
             out += _varint(0 if col is None else col + 1)
             out += _varint(0 if end_col is None else end_col + 1)
             line = start

@@ -9,6 +9,7 @@ or a behaviour no test checks.
     python scripts/mutate.py --module _resolve.py   # one (repeat for more)
     python scripts/mutate.py --sample 150 --seed 1  # a quick estimate
     python scripts/mutate.py --list                 # print the mutants only
+    python scripts/mutate.py --rerun results.json   # an earlier run's survivors again
 
 The mutations: comparison flips (``==``/``!=``, ``is``/``is not``,
 ``in``/``not in``, ``<``/``<=``, ``>``/``>=``), ``and``/``or``, ``not``
@@ -34,8 +35,9 @@ fork of it: a mutant costs its tests, not an interpreter's start. The server
 first collects the suite once, writing the unmutated modules' bytecode; a
 test run writes none, and a mutated module never has the mtime its cached
 bytecode records, so it is always compiled from its mutated source. A line that
-runs only at import is tested by the tests of its enclosing function or class,
-and at module level by the whole suite. A mutant whose line no test executes
+runs only at import is tested by the tests of its enclosing function or class
+and by the tests of what the modules define (``IMPORT_TIME_TESTS``), and at
+module level by the whole suite. A mutant whose line no test executes
 is a survivor. A mutant that runs past its timeout (20 s plus three times its
 tests' time in the coverage run) counts as killed: a hang is a failure the
 suite notices. Tests that fail before any mutation are left out of every run.
@@ -94,6 +96,9 @@ CORE_MODULES = (
     "_accel.py",
     "_errors.py",
 )
+#: Tests that check what the modules define (the shape of their classes) rather than
+#: run it: they run too for a mutant on a line that runs only at import.
+IMPORT_TIME_TESTS = ("tests/test_footprint.py",)
 #: Top-level entries of the project that are not copied.
 _SKIP_TOP = {
     ".git",
@@ -128,11 +133,14 @@ def pytest_configure(config):
 
 
 if _REPORT:
-    import coverage
+    try:
+        import coverage
+    except ImportError:  # a run that only times the tests
+        coverage = None
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_protocol(item, nextitem):
-        cov = coverage.Coverage.current()
+        cov = coverage.Coverage.current() if coverage is not None else None
         if cov is not None:
             cov.switch_context(item.nodeid)
         start = time.perf_counter()
@@ -156,23 +164,34 @@ if _REPORT:
 _SERVER = """
 import importlib, importlib.metadata, json, os, sys
 
-_PKG = os.environ["MUTATE_PACKAGE"]
-for name in ("pytest", "_pytest.python", "_pytest.assertion.rewrite", "_pytest.fixtures",
-             "hypothesis", "hypothesis.stateful", "wrapt", "numpy", "torch"):
-    try:
-        importlib.import_module(name)
-    except Exception:
-        pass
-for ep in importlib.metadata.entry_points(group="pytest11"):
-    if ep.value.split(".")[0].split(":")[0] != _PKG:
+
+def _warm(package):
+    for name in ("pytest", "_pytest.python", "_pytest.assertion.rewrite", "_pytest.fixtures",
+                 "hypothesis", "hypothesis.stateful", "wrapt", "numpy", "torch"):
         try:
-            importlib.import_module(ep.value.split(":")[0])
+            importlib.import_module(name)
         except Exception:
             pass
-if _PKG in sys.modules or any(m.startswith(_PKG + ".") for m in sys.modules):
-    print(json.dumps({"error": f"{_PKG} was imported before any mutant"}), flush=True)
-    sys.exit(3)
-import pytest
+    for ep in importlib.metadata.entry_points(group="pytest11"):
+        if ep.value.split(".")[0].split(":")[0] != package:
+            try:
+                importlib.import_module(ep.value.split(":")[0])
+            except Exception:
+                pass
+    # pytest warns that a plugin imported before it cannot have its asserts
+    # rewritten, in every session (pytester's too): not for what was imported here.
+    try:
+        from _pytest.assertion.rewrite import AssertionRewritingHook
+    except ImportError:
+        return
+    warm = frozenset(sys.modules)
+    warn = AssertionRewritingHook._warn_already_imported
+
+    def _warn_already_imported(self, name):
+        if name not in warm:
+            warn(self, name)
+
+    AssertionRewritingHook._warn_already_imported = _warn_already_imported
 
 
 def _answer(**reply):
@@ -180,32 +199,45 @@ def _answer(**reply):
     sys.stdout.flush()
 
 
-for line in sys.stdin:
-    request = json.loads(line)
-    pid = os.fork()
-    if pid == 0:
-        rc = 70
-        try:
-            os.setsid()
-            fd = os.open(request["out"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            os.dup2(fd, 1)
-            os.dup2(fd, 2)
-            os.close(fd)
-            os.environ.update(request.get("env", {}))
-            sys.dont_write_bytecode = os.environ.get("PYTHONDONTWRITEBYTECODE") == "1"
-            rc = int(pytest.main(request["args"]))
-        except BaseException:
-            import traceback
-            traceback.print_exc()
-        finally:
+def _serve(package):
+    _warm(package)
+    if package in sys.modules or any(m.startswith(package + ".") for m in sys.modules):
+        _answer(error=f"{package} was imported before any mutant")
+        sys.exit(3)
+    import pytest
+
+    for line in sys.stdin:
+        request = json.loads(line)
+        pid = os.fork()
+        if pid == 0:
+            rc = 70
             try:
-                sys.stdout.flush()
-                sys.stderr.flush()
+                os.setsid()
+                fd = os.open(request["out"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+                os.dup2(fd, 1)
+                os.dup2(fd, 2)
+                os.close(fd)
+                os.environ.update(request.get("env", {}))
+                sys.dont_write_bytecode = os.environ.get("PYTHONDONTWRITEBYTECODE") == "1"
+                rc = int(pytest.main(request["args"]))
+            except BaseException:
+                import traceback
+                traceback.print_exc()
             finally:
-                os._exit(rc)
-    _answer(pid=pid)
-    status = os.waitpid(pid, 0)[1]
-    _answer(rc=os.waitstatus_to_exitcode(status))
+                try:
+                    sys.stdout.flush()
+                    sys.stderr.flush()
+                finally:
+                    os._exit(rc)
+        _answer(pid=pid)
+        status = os.waitpid(pid, 0)[1]
+        _answer(rc=os.waitstatus_to_exitcode(status))
+
+
+# A process the tests start with multiprocessing's spawn imports this file as
+# __mp_main__: it must not serve.
+if __name__ == "__main__":
+    _serve(os.environ["MUTATE_PACKAGE"])
 """
 
 _FLIP = {
@@ -577,22 +609,27 @@ class _Server:
                 return None
             chunk = os.read(fd, 65536)
             if not chunk:
-                sys.exit(f"mutate: the test server of {self.copy_dir} ended")
+                raise _ServerGone(f"the test server of {self.copy_dir} ended")
             self._buffer += chunk
         line, self._buffer = self._buffer.split(b"\n", 1)
         reply: dict[str, int] = json.loads(line)
         if "error" in reply:
-            sys.exit(f"mutate: {reply['error']}")
+            raise _ServerGone(str(reply["error"]))
         return reply
 
     def run(
-        self, args: list[str], timeout: float | None, *, write_bytecode: bool = False
+        self,
+        args: list[str],
+        timeout: float | None,
+        *,
+        write_bytecode: bool = False,
+        env: dict[str, str] | None = None,
     ) -> tuple[int | None, str]:
         """pytest *args* in a fork; (None, output) when it ran past *timeout*."""
         assert self.proc.stdin is not None
         self._runs += 1
         out = self.copy_dir / f".mutate-run-{self._runs}.out"
-        env = {} if write_bytecode else {"PYTHONDONTWRITEBYTECODE": "1"}
+        env = {**({} if write_bytecode else {"PYTHONDONTWRITEBYTECODE": "1"}), **(env or {})}
         request = {"args": args, "out": str(out), "env": env}
         self.proc.stdin.write((json.dumps(request) + "\n").encode())
         self.proc.stdin.flush()
@@ -603,14 +640,12 @@ class _Server:
             _live.add(pid)
         try:
             done = self._read(timeout)
+            _killpg(pid)  # on a timeout the run itself, else what it left behind
             if done is None:
-                os.killpg(pid, signal.SIGKILL)
                 self._read(None)
-            else:
-                try:
-                    os.killpg(pid, signal.SIGKILL)  # what the run left behind
-                except ProcessLookupError:
-                    pass
+        except BaseException:
+            _killpg(pid)  # interrupted: nothing of the run may outlive it
+            raise
         finally:
             with _live_lock:
                 _live.discard(pid)
@@ -624,8 +659,21 @@ class _Server:
         try:
             self.proc.wait(timeout=30)
         except subprocess.TimeoutExpired:
-            os.killpg(self.proc.pid, signal.SIGKILL)
+            _killpg(self.proc.pid)
             self.proc.wait()
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
+
+
+class _ServerGone(RuntimeError):
+    """A test server ended, or refused to start."""
+
+
+def _killpg(pid: int) -> None:
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
 
 
 def _wrong_package(rc: int | None, out: str) -> None:
@@ -683,12 +731,17 @@ def select(m: Mutant, by_line: dict[int, set[str]], every: set[str]) -> set[str]
     if not any(line in by_line for line in lines):
         return None
     tests = set().union(*(by_line.get(line, set()) for line in lines)) - {""}
-    for first, last in m.scopes:  # a line run only at import: its function's or class's tests
-        if tests:
-            break
+    if tests:
+        return tests & every
+    # A line run only at import: its function's or class's tests, and the tests of what
+    # the modules define.
+    for first, last in m.scopes:
         tests = set().union(*(by_line.get(line, set()) for line in range(first, last + 1)))
         tests -= {""}
-    return (tests or every) & every
+        if tests:
+            shape = {t for t in every if t.split("::", 1)[0] in IMPORT_TIME_TESTS}
+            return (tests | shape) & every
+    return every
 
 
 def run_mutant(
@@ -757,6 +810,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0, help="the seed of --sample (default 0)")
     parser.add_argument("--list", action="store_true", help="print the mutants; run nothing")
     parser.add_argument(
+        "--rerun",
+        type=Path,
+        metavar="FILE",
+        help="run only the survivors of an earlier run's results (its --json file) that "
+        "still exist in the source, e.g. after adding tests for them",
+    )
+    parser.add_argument(
         "--also",
         action="append",
         default=[],
@@ -789,7 +849,9 @@ def main(argv: list[str] | None = None) -> int:
         counts[module] = len(found)
         mutants += found
         print(f"{module}: {len(found)} mutants ({broken} more did not compile, not counted)")
-    if args.sample is not None and args.sample < len(mutants):
+    if args.rerun is not None:
+        mutants = _survivors_of(args.rerun, mutants)
+    elif args.sample is not None and args.sample < len(mutants):
         mutants = sorted(
             random.Random(args.seed).sample(mutants, args.sample),
             key=lambda m: (modules.index(m.module), m.lineno),
@@ -805,10 +867,30 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="mutate-") as tmp:
         try:
             return _run_all(args, root, modules, tests, mutants, counts, jobs, Path(tmp))
-        except KeyboardInterrupt:  # during the coverage run
+        except KeyboardInterrupt:  # before any mutant ran
             _kill_live()
             print("mutate: interrupted; the project is unchanged", file=sys.stderr)
             return 130
+        except _ServerGone as exc:
+            _kill_live()
+            sys.exit(f"mutate: {exc}")
+
+
+def _survivors_of(results: Path, mutants: list[Mutant]) -> list[Mutant]:
+    """The *mutants* that survived, or ran on no test's line, in an earlier run's *results*.
+
+    A mutant is known by its module, line, mutation and the line's text before and
+    after, so a survivor whose line has changed since is not found (the count says so).
+    """
+
+    def key(m: dict[str, object]) -> tuple[object, ...]:
+        return tuple(m[k] for k in ("module", "lineno", "description", "original", "mutated"))
+
+    earlier = json.loads(results.read_text())["mutants"]
+    wanted = {key(m) for m in earlier if m["status"] in ("survived", "uncovered")}
+    found = [m for m in mutants if key(m.as_json()) in wanted]
+    print(f"--rerun: {len(found)} of the {len(wanted)} survivors of {results} still exist")
+    return found
 
 
 def _run_all(
@@ -834,7 +916,7 @@ def _run_all(
     def first(m: Mutant) -> set[str] | None:
         return select(m, by_module[m.module], every)
 
-    interrupted = _phase(args, sys.executable, copies, tests, mutants, first, durations, jobs)
+    interrupted = _phase(args, sys.executable, None, copies, tests, mutants, first, durations)
     for python in [] if interrupted else args.also:
         # What the first interpreter's tests let live, run again on another: its module's
         # test file and the tests that ran its line there (version-gated code runs here).
@@ -845,7 +927,14 @@ def _run_all(
             ids = {t for t in first(m) or () if t.split("::", 1)[0] not in files}
             return files | ids or None
 
-        interrupted = _phase(args, python, copies, tests, left, again, durations, jobs)
+        try:
+            label = _version(python)
+            interrupted = _phase(args, python, label, copies, tests, left, again, durations)
+        except (_ServerGone, OSError, subprocess.SubprocessError) as exc:
+            print(f"mutate: --also {python}: {exc}; no mutant ran there", flush=True)
+        except KeyboardInterrupt:
+            _kill_live()
+            interrupted = True
         if interrupted:
             break
     elapsed = time.perf_counter() - start
@@ -862,54 +951,84 @@ def _run_all(
 def _phase(
     args: argparse.Namespace,
     python: str,
+    label: str | None,
     copies: list[Path],
     tests: list[str],
     mutants: list[Mutant],
     tests_of: Callable[[Mutant], set[str] | None],
     durations: dict[str, float],
-    jobs: int,
 ) -> bool:
     """Run *mutants* on *python*, one server per copy; True when interrupted.
 
-    On the first interpreter every mutant gets a status; on an ``--also`` one a
-    mutant changes only when that interpreter's tests kill it.
+    On the first interpreter (*label* None) every mutant gets a status; on an
+    ``--also`` one (named *label*) a mutant changes only when that interpreter's
+    tests kill it, or survives where its line had run no test. Each phase first
+    runs, unmutated and in a server, every test it will run: one that fails
+    there is left out (a server is not a fresh interpreter), and the times
+    measured there set the timeouts.
     """
-    also = python != sys.executable
-    label = _version(python) if also else ""
     start = time.perf_counter()
-    servers = [_Server(c, args.package, python) for c in copies]
+    where = f" on {label}" if label else ""
+    servers: list[_Server] = []
     free: queue.Queue[_Server] = queue.Queue()
     try:
+        for copy_dir in copies:
+            servers.append(_Server(copy_dir, args.package, python))
         for server in servers:  # the unmutated bytecode, and a check that the server works
             rc, out = server.run(
                 [*_PYTEST_ARGS, "--collect-only", *tests], None, write_bytecode=True
             )
             _wrong_package(rc, out)
             if rc != 0:
-                sys.exit(
-                    f"mutate: collecting the suite on {python} failed (exit {rc}):\n" + out[-4000:]
-                )
+                raise _ServerGone(f"collecting the suite failed (exit {rc}):\n{out[-4000:]}")
             free.put(server)
-        if also:  # every test it will run must pass there before any mutation
+        if label is None:
+            files = tests
+        else:
             files = sorted({t.split("::", 1)[0] for m in mutants for t in tests_of(m) or ()})
-            rc, out = servers[0].run([*_PYTEST_ARGS, *files], None) if files else (0, "")
-            if rc != 0:
-                print(
-                    f"mutate: on {python} ({label}) the tests fail before any mutation "
-                    f"(exit {rc}); no mutant runs there:\n" + out[-2000:],
-                    flush=True,
-                )
-                return False
+        limit = None if label is None else 120 + 5 * sum(durations.values())
+        timed, failing = _unmutated(servers[0], args.package, files, limit)
+        bases = {t.split("[", 1)[0] for t in timed}
         print(
-            f"test servers ready{f' on {label}' if also else ''}: "
-            f"{time.perf_counter() - start:.0f} s"
-            + (f"; {len(mutants)} mutants to run again" if also else ""),
+            f"test servers ready{where}: {time.perf_counter() - start:.0f} s; "
+            f"{len(timed)} tests run unmutated there, {len(failing)} failing (left out)"
+            + (f"; {len(mutants)} mutants to run again" if label else ""),
             flush=True,
         )
-        return _run_mutants(args, mutants, tests_of, durations, jobs, free, label)
+
+        def chosen(m: Mutant) -> set[str] | None:
+            picked = tests_of(m)
+            if picked is None:
+                return None
+            ids = {t for t in picked if "::" in t}
+            for path in picked - ids:  # a whole file: its tests as the unmutated run found them
+                ids |= {t for t in timed if t.startswith(path + "::")}
+            # What this interpreter has (by name: a parameter's id may differ), and passes.
+            ids = {t for t in ids if t in timed or t.split("[", 1)[0] in bases}
+            return ids - failing or None
+
+        return _run_mutants(
+            args, mutants, chosen, {**durations, **timed}, len(servers), free, label
+        )
     finally:
         for server in servers:
             server.close()
+
+
+def _unmutated(
+    server: _Server, package: str, tests: list[str], timeout: float | None
+) -> tuple[dict[str, float], set[str]]:
+    """Run *tests* unmutated in *server*: each test's seconds, and the ones that failed."""
+    if not tests:
+        return {}, set()
+    report = server.copy_dir / ".mutate-unmutated.json"
+    report.unlink(missing_ok=True)
+    rc, out = server.run([*_PYTEST_ARGS, *tests], timeout, env={"MUTATE_REPORT": str(report)})
+    _wrong_package(rc, out)
+    if rc is None or not report.exists():
+        raise _ServerGone(f"the unmutated tests did not finish (exit {rc}):\n{out[-4000:]}")
+    results = json.loads(report.read_text())
+    return results["durations"], set(results["failed"])
 
 
 def _version(python: str) -> str:
@@ -931,7 +1050,7 @@ def _run_mutants(
     durations: dict[str, float],
     jobs: int,
     free: queue.Queue[_Server],
-    also: str,
+    also: str | None,
 ) -> bool:
     done = 0
     lock = threading.Lock()
@@ -957,9 +1076,12 @@ def _run_mutants(
                 return
         if not also:
             m.status, m.seconds, m.tests = status, seconds, len(selected or ())
-        elif status in ("killed", "timeout"):
-            m.status, m.python = status, also
-            m.seconds, m.tests = m.seconds + seconds, m.tests + len(selected or ())
+        elif status in ("killed", "timeout", "survived") and selected:
+            if status != "survived":
+                m.status, m.python = status, also
+            elif m.status == "uncovered":
+                m.status = "survived"  # its line ran tests here, and they passed
+            m.seconds, m.tests = m.seconds + seconds, m.tests + len(selected)
         with lock:
             done += 1
             if also:
@@ -978,6 +1100,10 @@ def _run_mutants(
             stop.set()
             _kill_live()
             interrupted = True
+        except BaseException:
+            stop.set()  # the other workers finish the mutant they hold, and no more
+            _kill_live()
+            raise
     return interrupted
 
 

@@ -1015,3 +1015,31 @@ def test_both_builds_call_the_same_things(ops: list[tuple[str, Any]]) -> None:
             for i in (0, 1):
                 for handle in live[i]:
                     handle.stop()
+
+
+def test_original_keeps_the_qualified_name() -> None:
+    """original(func) is named as func is now: a nested function's qualified name, and one
+    set after the def (as functools.wraps and torch do), not the code's."""
+
+    def func() -> int:
+        return 1
+
+    assert original(func).__qualname__ == func.__qualname__
+    assert original(func).__qualname__.endswith("<locals>.func")
+    func.__qualname__ = "Public.func"
+    assert original(func).__qualname__ == "Public.func"
+
+
+def test_a_plain_function_the_check_cannot_be_spliced_into_gets_a_trampoline() -> None:
+    """Past 255 constants the check cannot go in front of the body: the function gets a
+    trampoline of its own kind instead, and is redirected all the same."""
+    source = "def many(x):\n" + "".join(f"    x += {i}.5\n" for i in range(300)) + "    return x\n"
+    namespace: dict[str, Any] = {}
+    exec(source, namespace)
+    many = namespace["many"]
+    expected, code = many(0), many.__code__
+    with patchscope.redirect_call(many, lambda x: ("replaced", x)):
+        assert many.__code__ is not code and len(many.__code__.co_consts) < 10
+        assert many(1) == ("replaced", 1)
+        assert in_other_thread(lambda: many(0)) == expected
+    assert many.__code__ is code and many(0) == expected

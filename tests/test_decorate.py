@@ -531,3 +531,92 @@ def test_decorated_callable_object_without_code_has_an_unknown_site() -> None:
     wrapped = flag_on(Call())
     assert wrapped() == (["<unknown>"], "on")
     assert state.flag == "orig" and patchscope.active() == ()
+
+
+@pytest.mark.parametrize("twin", ["_PyGuard", "_Guard"])
+def test_a_guard_holds_one_activation_at_a_time(twin: str) -> None:
+    """Entering a guard that holds an activation is refused; the one it holds goes on."""
+    from patchscope import _decorate
+
+    guard = getattr(_decorate, twin)(redirect_attr(state, "flag", "on"), None)
+    with guard:
+        with pytest.raises(RuntimeError, match="one activation at a time"):
+            guard.__enter__()
+        assert state.flag == "on" and len(patchscope.active()) == 1
+    assert state.flag == "orig" and patchscope.active() == ()
+
+
+def test_async_generator_takes_a_thrown_exception_and_goes_on() -> None:
+    """athrow() into a decorated async generator that handles it: that step, and the ones
+    after it, run with the redirect."""
+
+    @flag_on
+    async def agen() -> Any:
+        while True:
+            try:
+                yield state.flag
+            except ValueError:
+                yield ("caught", state.flag)
+
+    async def drive() -> list[Any]:
+        gen = agen()
+        seen = [await gen.asend(None), await gen.athrow(ValueError("x"))]
+        seen += [await gen.asend(None), await gen.asend(None), state.flag]
+        await gen.aclose()
+        return seen
+
+    assert asyncio.run(drive()) == ["on", ("caught", "on"), "on", "on", "orig"]
+    assert patchscope.active() == ()
+
+
+def test_closing_a_generator_is_one_more_activation() -> None:
+    """Each step of a decorated generator is one activation, and closing it one more: a
+    deferred redirect's factory runs once per step and once for the close."""
+    calls: list[str] = []
+
+    def factory() -> patchscope.Redirect:
+        calls.append(state.flag)
+        return redirect_attr(state, "flag", "on")
+
+    @patchscope.deferred(factory)
+    def gen() -> Any:
+        yield state.flag
+        yield state.flag
+
+    @patchscope.deferred(factory)
+    async def agen() -> Any:
+        yield state.flag
+        yield state.flag
+
+    sync = gen()
+    assert next(sync) == "on"
+    sync.close()
+    assert len(calls) == 2
+
+    async def drive() -> str:
+        running = agen()
+        first = await running.asend(None)
+        await running.aclose()
+        return first
+
+    assert asyncio.run(drive()) == "on"
+    assert len(calls) == 4 and patchscope.active() == ()
+
+
+def test_decorated_functions_of_one_shape_keep_their_own_defaults() -> None:
+    """Two generator functions with the same parameters and different defaults share one
+    compiled wrapper shape: each keeps its own defaults and signature."""
+
+    @flag_on
+    def first(a: int, b: int = 1, *, c: int = 10) -> Any:
+        yield (a, b, c, state.flag)
+
+    @flag_on
+    def second(a: int, b: int = 2, *, c: int = 20) -> Any:
+        yield (a, b, c, state.flag)
+
+    assert list(first(0)) == [(0, 1, 10, "on")] and list(second(0)) == [(0, 2, 20, "on")]
+    assert list(first(0, c=5)) == [(0, 1, 5, "on")]
+    assert str(inspect.signature(second)) == "(a: 'int', b: 'int' = 2, *, c: 'int' = 20) -> 'Any'"
+    with pytest.raises(TypeError):
+        first()

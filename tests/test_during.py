@@ -216,3 +216,38 @@ def test_during_of_an_inherited_method_behind_another_contexts_slot_wraps_the_ba
     finally:
         other.stop()
     assert "method" not in vars(Sub) and patchscope.active() == ()
+
+
+def test_during_of_several_context_redirects_leaves_other_threads_alone() -> None:
+    """Several context-scoped redirects (combined) give the wrapper their scope: calls from
+    another thread run the original while the activating thread's run with them."""
+    mod = types.ModuleType("m")
+    mod.a, mod.b = "a", "b"
+
+    class Owner:
+        def read(self) -> tuple[str, str]:
+            return (mod.a, mod.b)
+
+    first = redirect_attr(mod, "a", "A", scope="context")
+    second = redirect_attr(mod, "b", "B", scope="context")
+    with during(Owner, "read", first, second):
+        assert Owner().read() == ("A", "B")
+        assert in_other_thread(lambda: Owner().read()) == ("a", "b")
+    assert Owner().read() == ("a", "b")
+
+
+def test_during_refuses_a_name_that_is_not_an_identifier() -> None:
+    """A keyword or a dotted path as the method's name is refused, naming it, before any
+    lookup; nothing changes."""
+
+    class Owner:
+        def run(self) -> None:
+            pass
+
+    mod = types.ModuleType("m")
+    mod.x = 1
+    before = dict(vars(Owner))
+    for name in ("class", "run.inner"):
+        with pytest.raises(ValueError, match=rf"plain identifier, got '{name}'"):
+            during(Owner, name, redirect_attr(mod, "x", 2))
+    assert dict(vars(Owner)) == before and patchscope.active() == ()

@@ -336,3 +336,34 @@ def test_a_group_with_a_part_of_no_fixed_value_gives_each_activations_value() ->
     finally:
         handle.stop()
     assert mod.a == 1 and patchscope.active() == ()
+
+
+def test_core_runs_fixed_target_redirects_and_groups_of_them_only() -> None:
+    """The one test of which redirects the core enters itself (one lock section for a whole
+    group; the decorators' C guards): fixed-target redirects of either scope, constructions,
+    and groups made only of such; not deferred, during, dotted paths or groups holding them."""
+    from patchscope._group import core_runs
+
+    mod = types.ModuleType("core_runs_target")
+    mod.a, mod.b = 1, 2
+
+    class K:
+        def method(self) -> None:
+            pass
+
+    single = redirect_attr(mod, "a", 10)
+    runs = [
+        single,
+        redirect_attr(mod, "a", 10, scope="context"),
+        patchscope.redirect_construction(K, K),
+        combine(single, redirect_attr(mod, "b", 20)),
+    ]
+    not_runs = [
+        patchscope.deferred(lambda: single),
+        patchscope.during(K, "method", single),
+        redirect_attr("os.sep", "/"),
+        combine(single, patchscope.deferred(lambda: None)),
+    ]
+    assert [core_runs(r) for r in runs] == [True] * len(runs)
+    assert [core_runs(r) for r in not_runs] == [False] * len(not_runs)
+    assert type(combine(single, redirect_attr(mod, "b", 20))).__name__ == "Combined"

@@ -177,12 +177,17 @@ from mutatee.gated import gated
 
 def test_gated():
     assert gated(1) == (2 if os.environ.get("MUTATEE_OTHER") else 1)
+
+
+def test_fails_on_the_other():
+    assert not os.environ.get("MUTATEE_OTHER")
 """
 
 
 def test_survivors_run_again_on_another_interpreter(tmp_path: Path) -> None:
     """--also runs what lived through the first interpreter on another one: code only that
-    interpreter executes is killed there (and says where), code no test checks survives."""
+    interpreter executes is killed there (and says where), code no test checks survives.
+    Each interpreter first runs those tests unmutated in its server."""
     root = tmp_path / "project"
     (root / "mutatee").mkdir(parents=True)
     (root / "mutatee" / "__init__.py").write_text("")
@@ -203,5 +208,77 @@ def test_survivors_run_again_on_another_interpreter(tmp_path: Path) -> None:
     version = ".".join(map(str, sys.version_info[:3]))
     assert len(lines[6]) >= 2
     assert {(m["status"], m["python"]) for m in lines[6]} == {("killed", version)}
-    assert {(m["status"], m["python"]) for m in lines[11]} == {("uncovered", "")}
+    # Run there by the module's test file, which passes: a survivor, no longer uncovered.
+    assert {(m["status"], m["python"]) for m in lines[11]} == {("survived", "")}
     assert f"{len(lines[6])} of them only on {version}" in proc.stdout
+    assert "2 tests run unmutated there, 1 failing (left out)" in proc.stdout
+
+
+def test_rerun_runs_only_the_earlier_survivors(
+    run: tuple[Path, dict[str, object], str], tmp_path: Path
+) -> None:
+    """--rerun takes an earlier run's results and runs its survivors alone, found by line."""
+    root, results, _ = run
+    earlier = tmp_path / "earlier.json"
+    earlier.write_text(json.dumps(results))
+    out = tmp_path / "again.json"
+    command = [sys.executable, str(SCRIPT), "--root", str(root), "--package", "mutatee"]
+    command += ["--module", "mod.py", "--jobs", "1", "--rerun", str(earlier), "--json", str(out)]
+    proc = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    again = json.loads(out.read_text())["mutants"]
+    survivors = [m for m in results["mutants"] if m["status"] in ("survived", "uncovered")]  # type: ignore[attr-defined]
+    assert len(survivors) == 4
+    key = ("lineno", "description", "status")
+    assert sorted(tuple(m[k] for k in key) for m in again) == sorted(
+        tuple(m[k] for k in key) for m in survivors
+    )
+    assert "--rerun: 4 of the 4 survivors" in proc.stdout
+
+
+SHAPED = """\
+class Base:
+    __slots__ = ("x",)
+
+    def __init__(self, x):
+        self.x = x
+
+
+class Child(Base):
+    __slots__ = ()
+
+    def double(self):
+        return self.x * 2
+"""
+
+SHAPED_TESTS = {
+    "test_shaped.py": (
+        "from mutatee.shaped import Base, Child\n\n\n"
+        "def test_double():\n    assert Child(2).double() == 4\n"
+    ),
+    "test_footprint.py": (
+        "from mutatee.shaped import Base, Child\n\n\n"
+        "def test_no_dict():\n"
+        "    assert Base.__dictoffset__ == 0 and Child.__dictoffset__ == 0\n"
+    ),
+}
+
+
+def test_a_line_run_at_import_is_checked_by_the_tests_of_what_modules_define(
+    tmp_path: Path,
+) -> None:
+    """A class-level statement runs only at import: its class's tests and the listed
+    definition tests (tests/test_footprint.py) run against its mutants."""
+    (tmp_path / "mutatee").mkdir()
+    (tmp_path / "mutatee" / "__init__.py").write_text("")
+    (tmp_path / "mutatee" / "shaped.py").write_text(SHAPED)
+    (tmp_path / "tests").mkdir()
+    for name, text in SHAPED_TESTS.items():
+        (tmp_path / "tests" / name).write_text(text)
+    out = tmp_path.parent / f"{tmp_path.name}-results.json"
+    command = [sys.executable, str(SCRIPT), "--root", str(tmp_path), "--package", "mutatee"]
+    command += ["--module", "shaped.py", "--jobs", "1", "--json", str(out)]
+    proc = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (slots,) = _by_line(json.loads(out.read_text()))[9]
+    assert (slots["original"], slots["status"]) == ("__slots__ = ()", "killed")

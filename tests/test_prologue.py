@@ -78,6 +78,11 @@ def cell_parameters(a, b):
         return a + b
     return inner()
 
+def cell_varargs(*args, **kwargs):
+    def inner():
+        return (args, kwargs)
+    return inner()
+
 def comprehension(n):
     return [i * n for i in range(n) if i % 2]
 
@@ -148,6 +153,7 @@ CALLS: dict[str, list[tuple[tuple[Any, ...], dict[str, Any]]]] = {
     "positional_only": [((5, 3), {})],
     "loops_and_handlers": [((20,), {}), ((0,), {})],
     "cell_parameters": [((1, 2), {})],
+    "cell_varargs": [((1, 2), {"k": 3})],
     "comprehension": [((7,), {})],
     "matches": [(([1, 2],), {}), (({"k": 9},), {}), ((3,), {})],
     "with_block": [((10,), {})],
@@ -242,6 +248,8 @@ def test_with_the_check_on_the_replacement_gets_the_parameters(installed: Any) -
     args, kwargs = CALLS[func.__name__][0]
     if func.__name__ == "every_kind":
         assert func(*args, **kwargs) == ("replacement", (1, 2), {"c": 3, "d": 4})
+    elif func.__name__ == "cell_varargs":  # *args and **kwargs the body reads from cells
+        assert func(*args, **kwargs) == ("replacement", (1, 2), {"k": 3})
     else:
         assert func(*args, **kwargs)[0] == "replacement"
 

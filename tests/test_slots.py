@@ -476,10 +476,15 @@ def test_a_class_that_had_slots_dies_quietly() -> None:
 
         with patchscope.redirect_attr(Klass, "attr", 2, scope="context"):
             assert Klass.attr == 2
+        # The Python twin's cache (the C twin keeps its own).
+        cache = _slots._class_slots._items if _slots.prepare is _slots._py_prepare else None
+        key = id(Klass)
+        assert cache is None or key in cache
         ref = weakref.ref(Klass)
         del Klass
         gc.collect()
         assert ref() is None
+        assert cache is None or key not in cache
     finally:
         sys.unraisablehook = previous
     assert reported == []
@@ -507,3 +512,50 @@ def test_a_slot_left_on_a_class_with_no_record_is_restored_to_what_it_displaced(
         assert Klass.attr == 3
     assert vars(Klass)["attr"] is original
     assert patchscope.active() == ()
+
+
+def test_a_module_class_somebody_else_set_during_a_scope_stays() -> None:
+    """While a context redirect has switched a module to its private class, somebody else
+    gives the module a class of their own: a second context redirect of the module leaves
+    that class in place (it does not switch the module back to ours)."""
+    mod = types.ModuleType("swapped_meanwhile")
+    mod.a, mod.b = 1, 2
+
+    class Theirs(types.ModuleType):
+        pass
+
+    first = patchscope.redirect_attr(mod, "a", 10, scope="context").start()
+    try:
+        mod.__class__ = Theirs
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", patchscope.RedirectConflictWarning)
+            second = patchscope.redirect_attr(mod, "b", 20, scope="context").start()
+            try:
+                assert type(mod) is Theirs
+            finally:
+                second.stop()
+    finally:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", patchscope.RedirectConflictWarning)
+            first.stop()
+    assert type(mod) is Theirs and (mod.a, mod.b) == (1, 2)
+
+
+@pytest.mark.parametrize("scope", ["process", "context"])
+def test_a_slot_read_with_only_the_instance_binds_to_its_class(scope: str) -> None:
+    """``vars(K)[name].__get__(obj)``, with no owner (as a descriptor may be called),
+    binds as Python does: a classmethod to ``type(obj)``, a function to *obj*."""
+
+    class K:
+        pass
+
+    class Sub(K):
+        pass
+
+    K.cm = classmethod(lambda cls: cls)  # type: ignore[attr-defined]
+    K.fn = lambda self: self  # type: ignore[attr-defined]
+    obj = Sub()
+    with patchscope.redirect_attr(K, "cm", classmethod(lambda cls: ("new", cls)), scope=scope):
+        with patchscope.redirect_attr(K, "fn", lambda self: ("new", self), scope=scope):
+            assert vars(K)["cm"].__get__(obj)() == ("new", Sub)
+            assert vars(K)["fn"].__get__(obj)() == ("new", obj)
