@@ -101,12 +101,10 @@ _private_module_classes: weakref.WeakSet[type] = weakref.WeakSet()
 def _module_miss(module: types.ModuleType, name: str) -> Any:
     """What ``module.<name>`` gives when ordinary lookup found nothing.
 
-    PEP 562: the module's own ``__getattr__``, called once; else the
-    module type's own lookup, for its exact error message.
+    The module type's own lookup, once more: it finds nothing either, then
+    calls the module's ``__getattr__`` (PEP 562) once, or raises the module
+    type's exact error message.
     """
-    hook = vars(module).get("__getattr__")
-    if hook is not None:
-        return hook(name)
     return types.ModuleType.__getattribute__(module, name)
 
 
