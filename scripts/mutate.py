@@ -32,14 +32,16 @@ refuses to go on unless the package is imported from the copy. Each copy has
 a server process that has imported pytest, its plugins and the heavy
 third-party packages (never the package under test), and each test run is a
 fork of it: a mutant costs its tests, not an interpreter's start. The server
-first collects the suite once, writing the unmutated modules' bytecode; a
-test run writes none, and a mutated module never has the mtime its cached
+first collects the suite once, writing the unmutated modules' bytecode, and
+then runs it unmutated: a test that fails in a server is left out (a server
+is not a fresh interpreter), and the times measured there set the timeouts.
+A test run writes no bytecode, and a mutated module never has the mtime its cached
 bytecode records, so it is always compiled from its mutated source. A line that
 runs only at import is tested by the tests of its enclosing function or class
 and by the tests of what the modules define (``IMPORT_TIME_TESTS``), and at
 module level by the whole suite. A mutant whose line no test executes
 is a survivor. A mutant that runs past its timeout (20 s plus three times its
-tests' time in the coverage run) counts as killed: a hang is a failure the
+tests' time unmutated) counts as killed: a hang is a failure the
 suite notices. Tests that fail before any mutation are left out of every run.
 
 The suite runs on every supported CPython, and some lines run only on some
