@@ -144,15 +144,19 @@ def test_delete_new_keeps_the_class_working_where_no_slot_can_be_written(
 
 @cpython_only
 def test_repair_new_gives_object_tp_new_back_to_the_class_and_its_subclasses() -> None:
-    """After a plain ``del``, repair_new makes the class and its followers take arguments again."""
+    """After a plain ``del``, repair_new makes the class and its followers (theirs too) take
+    arguments again."""
     cls = _takes_arg()
     sub = type("Sub", (cls,), {})
+    grand = type("Grand", (sub,), {})
     cls.__new__ = staticmethod(_own_new)  # type: ignore[assignment]
     del cls.__new__
     with pytest.raises(TypeError):
         sub(1)
+    with pytest.raises(TypeError):
+        grand(1)
     assert repair_new(cls) is True
-    assert cls(1).x == 1 and sub(2).x == 2
+    assert cls(1).x == 1 and sub(2).x == 2 and grand(4).x == 4
     assert repair_new(cls) is True  # nothing left to do: still fine
     assert cls(3).x == 3
 
