@@ -83,6 +83,11 @@ def cell_varargs(*args, **kwargs):
         return (args, kwargs)
     return inner()
 
+def cell_kwonly(a, *, k):
+    def inner():
+        return (a, k)
+    return inner()
+
 def comprehension(n):
     return [i * n for i in range(n) if i % 2]
 
@@ -154,6 +159,7 @@ CALLS: dict[str, list[tuple[tuple[Any, ...], dict[str, Any]]]] = {
     "loops_and_handlers": [((20,), {}), ((0,), {})],
     "cell_parameters": [((1, 2), {})],
     "cell_varargs": [((1, 2), {"k": 3})],
+    "cell_kwonly": [((1,), {"k": 2})],
     "comprehension": [((7,), {})],
     "matches": [(([1, 2],), {}), (({"k": 9},), {}), ((3,), {})],
     "with_block": [((10,), {})],
@@ -250,6 +256,8 @@ def test_with_the_check_on_the_replacement_gets_the_parameters(installed: Any) -
         assert func(*args, **kwargs) == ("replacement", (1, 2), {"c": 3, "d": 4})
     elif func.__name__ == "cell_varargs":  # *args and **kwargs the body reads from cells
         assert func(*args, **kwargs) == ("replacement", (1, 2), {"k": 3})
+    elif func.__name__ == "cell_kwonly":  # a keyword-only parameter the body reads from a cell
+        assert func(*args, **kwargs) == ("replacement", (1,), {"k": 2})
     else:
         assert func(*args, **kwargs)[0] == "replacement"
 

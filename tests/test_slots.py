@@ -554,8 +554,11 @@ def test_a_slot_read_with_only_the_instance_binds_to_its_class(scope: str) -> No
 
     K.cm = classmethod(lambda cls: cls)  # type: ignore[attr-defined]
     K.fn = lambda self: self  # type: ignore[attr-defined]
+    K.dp = property(lambda self: 0)  # type: ignore[attr-defined]  # a data slot's place
     obj = Sub()
     with patchscope.redirect_attr(K, "cm", classmethod(lambda cls: ("new", cls)), scope=scope):
         with patchscope.redirect_attr(K, "fn", lambda self: ("new", self), scope=scope):
-            assert vars(K)["cm"].__get__(obj)() == ("new", Sub)
-            assert vars(K)["fn"].__get__(obj)() == ("new", obj)
+            with patchscope.redirect_attr(K, "dp", classmethod(lambda c: ("dp", c)), scope=scope):
+                assert vars(K)["cm"].__get__(obj)() == ("new", Sub)
+                assert vars(K)["fn"].__get__(obj)() == ("new", obj)
+                assert vars(K)["dp"].__get__(obj)() == ("dp", Sub)
