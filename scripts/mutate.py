@@ -751,13 +751,8 @@ def run_mutant(
 ) -> tuple[str, float]:
     """Run *tests* against *m* in *server*'s copy: its status and the seconds it took."""
 
-    def cost(test: str) -> float:  # a test's time, or a file's (its tests' sum)
-        if test in durations:
-            return durations[test]
-        return sum(d for t, d in durations.items() if t.startswith(test + "::"))
-
-    order = sorted(tests, key=lambda t: (cost(t), t))
-    timeout = 20 + 3 * sum(cost(t) for t in order)
+    order = sorted(tests, key=lambda t: (durations.get(t, 0.0), t))
+    timeout = 20 + 3 * sum(durations.get(t, 0.0) for t in order)
     target = server.copy_dir / package / m.module
     original = target.read_text()
     stamp = target.stat()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextvars
 import gc
+import sys
 import types
 import warnings
 import weakref
@@ -464,8 +465,6 @@ def test_nested_construction_redirects_leave_other_contexts_the_inherited_new() 
 
 def test_a_class_that_had_slots_dies_quietly() -> None:
     """A class given context slots, then dropped: its cache record goes, nothing is reported."""
-    import sys
-
     reported: list[object] = []
     previous = sys.unraisablehook
     sys.unraisablehook = reported.append
