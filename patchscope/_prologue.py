@@ -78,7 +78,7 @@ def _build(
     if original.co_flags & _STARTS_LATER:
         raise _Unfit("a generator's or coroutine's body starts after its call")
     template = _template(original, params, args, placeholder)
-    start, split, end = _prologue_span(template)
+    start, end = _prologue_span(template)
     consts = list(original.co_consts)
     names = list(original.co_names)
     code = bytearray(template.co_code[start:end])
@@ -99,7 +99,7 @@ def _build(
         "co_consts": tuple(consts),
         "co_names": tuple(names),
         "co_stacksize": max(original.co_stacksize, template.co_stacksize),
-        "co_linetable": _line_table(original, at // 2, (split - start) // 2, (end - split) // 2),
+        "co_linetable": _line_table(original, at // 2, units),
     }
     if sys.version_info >= (3, 11):
         changes["co_exceptiontable"] = _moved_exception_table(original, at // 2, units)
@@ -135,8 +135,8 @@ def _instructions(code: types.CodeType, start: int, end: int) -> list[dis.Instru
     return [ins for ins in dis.get_instructions(code) if start <= ins.offset < end]
 
 
-def _prologue_span(template: types.CodeType) -> tuple[int, int, int]:
-    """Byte offsets in *template*: (the check's first, the call's first, past the call)."""
+def _prologue_span(template: types.CodeType) -> tuple[int, int]:
+    """Byte offsets in *template*: (the check's first, past the call that follows it)."""
     start = _body_start(template)
     jumps = [ins for ins in dis.get_instructions(template) if ins.opcode in _JUMPS]
     if len(jumps) != 1 or not isinstance(jumps[0].argval, int):
@@ -149,10 +149,9 @@ def _prologue_span(template: types.CodeType) -> tuple[int, int, int]:
         or any(ins.opcode == _EXTENDED_ARG for ins in inside)
     ):
         raise _Unfit("the template's check does not end in a return")
-    after = [ins.offset for ins in inside if ins.offset > jumps[0].offset]
-    if not after:
+    if inside[-1].offset <= jumps[0].offset:
         raise _Unfit("the template has no call after its check")
-    return start, after[0], end
+    return start, end
 
 
 def _body_start(code: types.CodeType) -> int:
@@ -256,10 +255,10 @@ def _moved_absolute_jumps(code: bytes, units: int) -> bytes:
     return bytes(out)
 
 
-def _line_table(original: types.CodeType, at: int, check: int, call: int) -> bytes:
-    """*original*'s line table with the prologue's code units inserted at unit *at*.
+def _line_table(original: types.CodeType, at: int, units: int) -> bytes:
+    """*original*'s line table with the prologue's *units* code units inserted at unit *at*.
 
-    The *check* and *call* units have the ``def`` line's location, so that
+    They (the check and the call) have the ``def`` line's location, so that
     a traceback through the check (a RecursionError or KeyboardInterrupt
     raised by its call) or through a replacement, and a debugger stepping
     into it, shows where the redirected function is. A unit without a
@@ -267,7 +266,6 @@ def _line_table(original: types.CodeType, at: int, check: int, call: int) -> byt
     tools that format tracebacks do not expect. The price is one line event
     at the ``def`` line per call under ``sys.settrace``.
     """
-    units = check + call
     if sys.version_info < (3, 11):
         # Pairs of (bytes, line delta): the prologue is at 0, and delta 0
         # keeps it on the first line, where the running line starts.

@@ -362,6 +362,20 @@ def test_an_accelerator_that_is_not_built_leaves_python_running_without_a_warnin
     assert count == "0"
 
 
+def test_a_module_the_accelerator_needs_that_is_missing_is_not_taken_for_an_unbuilt_one() -> None:
+    """The extension is there but imports a module that is not: that error reaches the user
+    (it names what to install), instead of a quiet fall back to pure Python."""
+    code = _without_speedups("ModuleNotFoundError('No module named dep', name='dep')") + (
+        "try:\n"
+        "    from patchscope import ACCELERATED\n"
+        "except ModuleNotFoundError as exc:\n"
+        "    print('raised', exc.name)\n"
+        "else:\n"
+        "    print('imported', ACCELERATED)\n"
+    )
+    assert _fresh_python(code).split() == ["raised", "dep"]
+
+
 def test_with_the_accelerator_the_public_factory_is_a_c_twin_that_redirects() -> None:
     """A fresh interpreter with the extension: redirect_attr is the C twin, named and documented
     as the Python function, and it redirects."""

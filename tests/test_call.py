@@ -1043,3 +1043,24 @@ def test_a_plain_function_the_check_cannot_be_spliced_into_gets_a_trampoline() -
         assert many(1) == ("replaced", 1)
         assert in_other_thread(lambda: many(0)) == expected
     assert many.__code__ is code and many(0) == expected
+
+
+def test_the_generator_a_trampoline_runs_is_named_as_the_function() -> None:
+    """Where the original body runs under a generator's trampoline, the generator it
+    delegates to carries the function's qualified name, as the function's own would
+    (one set after the def, as functools.wraps does, included)."""
+
+    class Holder:
+        def gen(self, x: int) -> Generator[int, None, None]:
+            yield x
+
+    Holder.gen.__qualname__ = "Public.gen"
+    with redirect_call(Holder.gen, lambda self, x: iter([-x]), scope="context"):
+
+        def outer_and_inner() -> tuple[str, str, list[int]]:
+            made = Holder().gen(3)
+            first = next(made)
+            inner = made.gi_yieldfrom
+            return made.__qualname__, inner.__qualname__, [first]
+
+        assert in_other_thread(outer_and_inner) == ("Public.gen", "Public.gen", [3])

@@ -192,6 +192,28 @@ def test_a_during_beside_a_live_context_during_of_the_same_method(second_scope: 
     assert patchscope.active() == ()
 
 
+def test_a_nested_context_during_wraps_the_method_past_other_slots_activations() -> None:
+    """What this context sees of the method is its own slot's activation, not the most
+    recent context activation of another class's slot."""
+    mod = types.ModuleType("m")
+    mod.attr = 1
+
+    class Built:
+        def __init__(self) -> None:
+            self.seen = mod.attr
+
+    class Unrelated:
+        value = "unrelated"
+
+    with during(Built, "__init__", redirect_attr(mod, "attr", 2, scope="context")):
+        with redirect_attr(Unrelated, "value", "other", scope="context"):
+            with during(Built, "__init__", redirect_attr(mod, "attr", 3, scope="context")):
+                assert Built().seen == 2 and Unrelated.value == "other"
+            assert Built().seen == 2
+    assert Built().seen == 1 and Unrelated.value == "unrelated"
+    assert patchscope.active() == ()
+
+
 def test_during_of_an_inherited_method_behind_another_contexts_slot_wraps_the_base_method() -> None:
     """Another context's redirect put a slot on the subclass for a method it inherits: during()
     here wraps what this context sees there, the base class's method."""

@@ -416,3 +416,21 @@ def test_an_entry_a_warning_stopped_reports_nothing_its_undo_meets() -> None:
     assert mod.value == "outer" and len(patchscope.active()) == 1
     outer.stop()
     assert mod.value == "orig" and patchscope.active() == ()
+
+
+def test_an_entry_a_warning_stopped_leaves_no_activation_in_the_context() -> None:
+    """A context entry undone after its conflict warning raised is taken off this context again."""
+    from patchscope import _slots
+
+    mod = _module(value="orig")
+    before = _slots.ACTIVATIONS.get()
+    outer = redirect_attr(mod, "value", "outer", scope="context").start()
+    mod.value = "rebound"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RedirectConflictWarning)
+        with pytest.raises(RedirectConflictWarning):
+            redirect_attr(mod, "value", "inner", scope="context").start()
+    assert mod.value == "outer" and len(patchscope.active()) == 1
+    assert [act.open for act in _slots.ACTIVATIONS.get()] == [True] * (len(before) + 1)
+    outer.stop()
+    assert _slots.ACTIVATIONS.get() == before

@@ -88,6 +88,13 @@ def cell_kwonly(a, *, k):
         return (a, k)
     return inner()
 
+def cell_after_a_local_cell(z, y):
+    # 3.10 numbers cells in sorted order: the parameters' are not the first.
+    a = 10
+    def inner():
+        return (a, z, y)
+    return inner()
+
 def comprehension(n):
     return [i * n for i in range(n) if i % 2]
 
@@ -160,6 +167,7 @@ CALLS: dict[str, list[tuple[tuple[Any, ...], dict[str, Any]]]] = {
     "cell_parameters": [((1, 2), {})],
     "cell_varargs": [((1, 2), {"k": 3})],
     "cell_kwonly": [((1,), {"k": 2})],
+    "cell_after_a_local_cell": [((1, 2), {})],
     "comprehension": [((7,), {})],
     "matches": [(([1, 2],), {}), (({"k": 9},), {}), ((3,), {})],
     "with_block": [((10,), {})],
@@ -326,6 +334,38 @@ def test_more_constants_than_an_argument_byte_reaches_fall_back() -> None:
     namespace: dict[str, Any] = {}
     exec(source, namespace)
     assert build(namespace["many"], Dispatcher()) is None
+
+
+def test_a_parameter_list_that_is_not_the_codes_is_refused() -> None:
+    """The check is built only for the code's own parameters: another list gives no code."""
+
+    def func(a: int) -> int:
+        return a
+
+    carrier = _CARRIER.replace(co_consts=(Dispatcher(),))
+    assert _prologue.build(func.__code__, carrier, "x", "", _PLACEHOLDER) is None
+    assert _prologue.build(func.__code__, carrier, "a", "", _PLACEHOLDER) is not None
+
+
+def test_a_template_local_past_the_parameters_is_refused() -> None:
+    """Only parameters are moved between the codes: a template local at the index of the
+    body's first plain local, with its name, is not one."""
+
+    def func(a: int, b: int) -> int:
+        c = a + b
+        return c
+
+    def template(a: int, b: int, c: int) -> int:
+        return c
+
+    loads = [
+        ins
+        for ins in dis.get_instructions(template.__code__)
+        if ins.opcode in dis.haslocal and ins.argval == "c"
+    ]
+    assert loads and func.__code__.co_varnames[loads[0].arg] == "c"
+    with pytest.raises(_prologue._Unfit, match="not the same parameter"):
+        _prologue._local_arg(loads[0], func.__code__, template.__code__)
 
 
 @pytest.mark.parametrize("kind", ["generator", "coroutine"])

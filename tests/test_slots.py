@@ -398,6 +398,30 @@ def test_a_plain_value_in_place_of_a_property_yields_to_the_instance_dict() -> N
     assert obj.value == "property"
 
 
+def test_a_plain_value_in_place_of_a_property_writes_and_deletes_the_instance_dict() -> None:
+    """Writes and deletions through the instance go to its ``__dict__``, as with that value
+    in the class: deleting what the instance does not hold is an AttributeError."""
+
+    class Owner:
+        @property
+        def value(self) -> str:
+            return "property"
+
+        @value.setter
+        def value(self, new: str) -> None:
+            raise AssertionError("the property's setter runs only in other contexts")
+
+    obj = Owner()
+    with patchscope.redirect_attr(Owner, "value", "plain", scope="context"):
+        obj.value = "own"
+        assert vars(obj) == {"value": "own"} and obj.value == "own"
+        del obj.value
+        assert vars(obj) == {} and obj.value == "plain"
+        with pytest.raises(AttributeError, match="value"):
+            del obj.value
+    assert obj.value == "property"
+
+
 def test_a_plain_value_in_place_of_a_slots_member_is_read_only_on_instances() -> None:
     """An instance without a ``__dict__`` refuses the write and the deletion as CPython does."""
 
