@@ -192,6 +192,29 @@ def test_preset_new_prepares_the_slot_so_a_plain_delete_is_safe() -> None:
 
 
 @cpython_only
+def test_preset_new_leaves_a_subclass_whose_next_new_is_a_python_one_alone() -> None:
+    """A subclass that inherits the deleted ``__new__`` but has a Python ``__new__`` after
+    the class in its MRO (a mixin's) is not given a builtin's slot: it builds through the
+    mixin's once the class's is gone."""
+    cls = _takes_arg()
+    built: list[type] = []
+
+    class Mixin:
+        def __new__(klass, *args: Any, **kwargs: Any) -> Any:
+            built.append(klass)
+            return object.__new__(klass)
+
+    sub = type("Sub", (cls, Mixin), {})
+    cls.__new__ = staticmethod(_own_new)  # type: ignore[assignment]
+    assert preset_new(cls) is True
+    # Until the delete, both still build through the class's own __new__.
+    assert cls(1).x == 1 and sub(2).x == 2 and built == []
+    del cls.__new__
+    assert cls(3).x == 3 and built == []
+    assert sub(4).x == 4 and built == [sub]
+
+
+@cpython_only
 def test_other_threads_construct_with_arguments_throughout_a_delete() -> None:
     """While delete_new runs again and again, constructions in another thread never fail."""
     cls = _takes_arg()

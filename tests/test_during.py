@@ -273,3 +273,61 @@ def test_during_refuses_a_name_that_is_not_an_identifier() -> None:
         with pytest.raises(ValueError, match=rf"plain identifier, got '{name}'"):
             during(Owner, name, redirect_attr(mod, "x", 2))
     assert dict(vars(Owner)) == before and patchscope.active() == ()
+
+
+def test_during_without_redirects_is_refused() -> None:
+    class Owner:
+        def method(self) -> None:
+            pass
+
+    with pytest.raises(TypeError, match=r"during\(.*Owner.*'method'\) needs at least one redirect"):
+        during(Owner, "method")
+    assert "method" in vars(Owner) and patchscope.active() == ()
+
+
+def test_copies_and_pickles_of_a_during_wrap_the_same_method() -> None:
+    """A copy or an unpickled during() is a new, equal redirect: same owner, name, redirects."""
+    import copy
+    import pickle
+
+    made = during(_PickledOwner, "method", redirect_attr("_pickled_during_target.kind", "cpu"))
+    for again in (copy.copy(made), copy.deepcopy(made), pickle.loads(pickle.dumps(made))):
+        assert again is not made
+        with again:
+            assert _PickledOwner().method() == "cpu"
+        assert _PickledOwner().method() == "cuda"
+
+
+def test_ended_gates_on_an_instance_are_pruned_at_the_next_opening() -> None:
+    """A context during() of an instance's method opens a gate per activation; the gates of
+    ended activations are not kept in the context."""
+    import gc
+
+    from patchscope._during import _ContextGate
+
+    mod = types.ModuleType("m")
+    mod.kind = "cuda"
+
+    class Owner:
+        def method(self) -> str:
+            return mod.kind
+
+    obj = Owner()
+    redirect = during(obj, "method", redirect_attr(mod, "kind", "cpu", scope="context"))
+    for _ in range(3):
+        gc.collect()
+        with redirect:
+            assert obj.method() == "cpu"
+            assert in_other_thread(obj.method) == "cuda"
+    assert len(_ContextGate._opened.get()) == 1
+    assert patchscope.active() == ()
+
+
+_PICKLED = types.ModuleType("_pickled_during_target")
+_PICKLED.kind = "cuda"
+sys.modules[_PICKLED.__name__] = _PICKLED
+
+
+class _PickledOwner:
+    def method(self) -> str:
+        return str(_PICKLED.kind)

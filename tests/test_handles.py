@@ -11,6 +11,7 @@ import sys
 import threading
 import types
 import warnings
+from typing import Any
 
 import pytest
 from _targets import FailingWrites
@@ -434,3 +435,31 @@ def test_an_entry_a_warning_stopped_leaves_no_activation_in_the_context() -> Non
     assert [act.open for act in _slots.ACTIVATIONS.get()] == [True] * (len(before) + 1)
     outer.stop()
     assert _slots.ACTIVATIONS.get() == before
+
+
+def test_the_site_of_a_with_spanning_lines_is_the_line_cpython_gives_its_frame() -> None:
+    """The line reported for an entry is the one the frame is at while ``__enter__`` runs,
+    for a ``with`` whose expression is on a line of its own."""
+    mod = _module(value=1)
+    redirect = redirect_attr(mod, "value", 2)
+
+    class Recorder:
+        line = 0
+
+        def __enter__(self) -> None:
+            Recorder.line = sys._getframe(1).f_lineno
+
+        def __exit__(self, *exc: object) -> None:
+            pass
+
+    # fmt: off
+    def enter(cm: Any) -> list[str]:
+        with (
+            cm
+        ):
+            return [act.site for act in patchscope.active()]
+    # fmt: on
+
+    enter(Recorder())
+    [site] = enter(redirect)
+    assert site == f"{__file__}:{Recorder.line}"

@@ -328,6 +328,27 @@ def test_the_code_keeps_what_tools_read() -> None:
     assert code.co_names[: len(original.co_names)] == original.co_names
 
 
+@pytest.mark.skipif(
+    sys.version_info < (3, 11), reason="3.11+ positions (3.10 has line numbers only)"
+)
+@pytest.mark.parametrize("name", ["every_kind", "cell_parameters", "cell_after_a_local_cell"])
+def test_every_instruction_of_the_original_keeps_its_position(name: str) -> None:
+    """The set-up before the body (RESUME, cells) and the body keep their exact positions,
+    columns included; only the check's instructions are new, at the def line."""
+    func = shapes()[name]
+    original = func.__code__
+    code = build(func, Dispatcher())
+    assert code is not None
+    before, after = list(original.co_positions()), list(code.co_positions())
+    at = _prologue._body_start(original) // 2
+    added = len(after) - len(before)
+    assert added > 0 and at > 0
+    assert after[:at] == before[:at]
+    assert after[at + added :] == before[at:]
+    line = original.co_firstlineno
+    assert after[at : at + added] == [(line, line, None, None)] * added
+
+
 def test_more_constants_than_an_argument_byte_reaches_fall_back() -> None:
     """Past 255 constants the check's indexes would need longer arguments: no code, no change."""
     source = "def many(x):\n" + "".join(f"    x += {i}.5\n" for i in range(300)) + "    return x\n"

@@ -222,3 +222,21 @@ def test_a_group_of_both_scopes_shows_every_part(order: str) -> None:
         # The process part in every thread, the context part here only.
         assert in_other_thread(lambda: (mod.a, mod.b)) == (10, 2)
     assert (mod.a, mod.b) == (1, 2) and patchscope.active() == ()
+
+
+def test_ending_another_contexts_activation_writes_nothing_in_this_context() -> None:
+    """A context activation stopped from another thread is not in that thread's context:
+    the activations listed there stay the same object (no write), and its own go on."""
+    from patchscope import _slots
+
+    mod = types.ModuleType("m")
+    mod.a, mod.b = 1, 1
+    elsewhere = in_other_thread(
+        lambda: patchscope.redirect_attr(mod, "a", 2, scope="context").start()
+    )
+    with patchscope.redirect_attr(mod, "b", 2, scope="context"):
+        before = _slots.ACTIVATIONS.get()
+        elsewhere.stop()
+        assert _slots.ACTIVATIONS.get() is before
+        assert (mod.a, mod.b) == (1, 2)
+    assert patchscope.active() == ()

@@ -13,6 +13,7 @@ import sys
 import types
 import warnings
 import weakref
+from typing import Any
 
 import pytest
 from _threads import in_other_thread
@@ -85,9 +86,30 @@ def test_an_ended_class_slot_keeps_no_class_alive() -> None:
         assert Klass().method() == "new"
     assert Klass().method() == "klass+base"
     ref = weakref.ref(Klass)
-    del Klass
-    gc.collect()
+    unraisable: list[Any] = []
+    previous, sys.unraisablehook = sys.unraisablehook, unraisable.append
+    try:
+        del Klass
+        gc.collect()
+    finally:
+        sys.unraisablehook = previous
     assert ref() is None
+    assert unraisable == []  # the cache forgets it quietly
+
+
+def test_deleting_a_module_attribute_under_a_context_slot_deletes_the_process_value() -> None:
+    """``del mod.name`` while a context redirect of it is live takes the module's own value
+    away, for every context; a second ``del`` is an AttributeError, as without the slot."""
+    mod = types.ModuleType("m")
+    mod.x = 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", patchscope.RedirectConflictWarning)
+        with patchscope.redirect_attr(mod, "x", 2, scope="context"):
+            del mod.x
+            assert in_other_thread(lambda: hasattr(mod, "x")) is False
+            with pytest.raises(AttributeError, match="x"):
+                del mod.x
+    assert patchscope.active() == ()
 
 
 def test_a_slot_read_through_an_unrelated_class_is_an_attribute_error() -> None:
