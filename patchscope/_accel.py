@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import importlib
 import os
+import sys
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -48,9 +49,29 @@ def _load() -> Any:
             "Reinstall patchscope for this interpreter, or set PATCHSCOPE_PURE_PYTHON=1 "
             "to silence this.",
             RuntimeWarning,
-            stacklevel=2,
+            stacklevel=_outside_stacklevel(),
         )
         return None
+
+
+def _outside_stacklevel() -> int:
+    """The ``stacklevel`` that names the first frame outside patchscope, for its caller.
+
+    A warning at import time then points at the user's ``import`` line, not at
+    this module. ``warnings`` itself skips the import machinery's frames when
+    it counts, so they are not counted here either.
+    """
+    package = os.path.dirname(os.path.abspath(__file__)) + os.sep
+    level = 1
+    frame = sys._getframe(1).f_back
+    while frame is not None:
+        filename = frame.f_code.co_filename
+        if not ("importlib" in filename and "_bootstrap" in filename):
+            level += 1
+            if not filename.startswith(package):
+                break
+        frame = frame.f_back
+    return level
 
 
 #: The C extension module when it is in use, else None.

@@ -231,10 +231,14 @@ def _parameters(code: types.CodeType) -> tuple[list[str], list[str], list[str], 
 
 
 def _unique(taken: set[str], stem: str) -> str:
+    """*stem*, with underscores added until it is not in *taken*.
+
+    The callers' stems differ in more than trailing underscores, so the
+    names made from one set never collide with each other.
+    """
     name = stem
     while name in taken:
         name += "_"
-    taken.add(name)
     return name
 
 

@@ -20,6 +20,7 @@ C accelerator is built, it writes the slot directly instead.
 from __future__ import annotations
 
 import ctypes
+import functools
 import sys
 from typing import Any
 
@@ -30,13 +31,13 @@ from ._resolve import ABSENT, OBJECT_INIT, OBJECT_NEW, lookup_mro
 IMMUTABLE = 1 << 8
 
 _PY_TP_NEW = 65  # Py_tp_new in Include/typeslots.h
-# (view of a type object's words, object's tp_new, its word index,
-# PyType_Modified), found at the first repair; None where not possible.
-_probe: tuple[Any, int, int, Any] | None = None
-_probed = False
 
 
 def _locate() -> tuple[Any, int, int, Any] | None:
+    """(view of a type object's words, object's tp_new, its word index, PyType_Modified).
+
+    None where the slot cannot be found.
+    """
     if sys.implementation.name != "cpython":
         return None
     try:
@@ -63,11 +64,8 @@ def inherits_object_new(cls: type) -> bool:
     return lookup_mro(cls, "__new__") is OBJECT_NEW
 
 
-def _slot_writer() -> tuple[Any, int, int, Any] | None:
-    global _probe, _probed
-    if not _probed:
-        _probe, _probed = _locate(), True
-    return _probe
+#: The slot writer, located at the first repair and kept (None where not possible).
+_slot_writer = functools.cache(_locate)
 
 
 def _new_after(sub: type, cls: type) -> object:
@@ -160,7 +158,7 @@ repair_new: Any = twin(_py_repair_new, "repair_new")
 def object_new(cls: type, *args: Any, **kwargs: Any) -> Any:
     """``object.__new__`` as ``type.__call__`` uses it, for classes given a ``__new__``."""
     if (args or kwargs) and lookup_mro(cls, "__init__") is OBJECT_INIT:
-        raise TypeError(f"{cls.__qualname__}() takes no arguments")
+        raise TypeError(f"{cls.__name__}() takes no arguments")
     return object.__new__(cls)
 
 

@@ -413,7 +413,7 @@ def _object_init_for(cls: type) -> Callable[..., None]:
 
     def __init__(self: object, *args: Any, **kwargs: Any) -> None:
         if (args or kwargs) and not takes_args:
-            raise TypeError(f"{type(self).__qualname__}() takes no arguments")
+            raise TypeError(f"{type(self).__name__}() takes no arguments")
 
     __init__.__qualname__ = f"{cls.__qualname__}.__init__"
     if shown is not None:

@@ -122,9 +122,10 @@ def capture(target: object, name: str, create: bool) -> tuple[int, object, objec
             # deleted again through its delattr, wherever it put it.
             return SETATTR, ABSENT, ABSENT
         return SHADOW, ABSENT, ABSENT
-    if meta is ABSENT and not isinstance(target, (type, types.ModuleType)) and own is not None:
+    if meta is ABSENT and not isinstance(target, (type, types.ModuleType)):
         # An instance attribute served by the class's __getattr__ (nn.Module
-        # parameters, buffers and sub-modules): the class's setattr owns it.
+        # parameters, buffers and sub-modules; a __slots__ class's store):
+        # the class's setattr owns it.
         return SETATTR, value, value
     return SHADOW, ABSENT, ABSENT
 

@@ -128,11 +128,14 @@ def test_an_accelerator_that_does_not_load_warns_and_python_runs() -> None:
         "    import patchscope, patchscope._entry as e\n"
         "print(patchscope.ACCELERATED, e.Entry is e._PyEntry)\n"
         "print([str(w.message) for w in caught if w.category is RuntimeWarning])\n"
+        "print([w.filename for w in caught if w.category is RuntimeWarning])\n"
     )
-    flags, messages = _fresh_python(code).splitlines()
+    flags, messages, where = _fresh_python(code).splitlines()
     assert flags.split() == ["False", "True"]
     assert "undefined symbol: PyFoo" in messages and "running in pure Python" in messages
     assert messages.count("patchscope._speedups") == 1
+    # it points at the import that loaded patchscope, not into the package
+    assert where == "['<string>']"
 
 
 class _Built:

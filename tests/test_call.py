@@ -13,7 +13,7 @@ import threading
 import types
 import warnings
 import weakref
-from collections.abc import AsyncGenerator, Generator
+from collections.abc import AsyncGenerator, Generator, Iterator
 from typing import Any
 
 import pytest
@@ -790,6 +790,23 @@ def test_trampoline_carries_the_qualified_name_for_tracebacks() -> None:
     """Tracebacks through the trampoline name the function as its own code does."""
     with redirect_call(Owner.method, negate):
         assert Owner.method.__code__.co_qualname == "Owner.method"
+
+
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="co_qualname is new in 3.11")
+def test_a_generator_trampoline_carries_the_qualified_name() -> None:
+    """A generator method gets a compiled trampoline, not a spliced check: it keeps the name too."""
+
+    class Gen:
+        def items(self) -> Iterator[int]:
+            yield 1
+
+    def other(self: Any) -> Iterator[int]:
+        yield 2
+
+    qualname = Gen.items.__code__.co_qualname
+    with redirect_call(Gen.items, other):
+        assert Gen.items.__code__.co_qualname == qualname
+        assert list(Gen().items()) == [2]
 
 
 def test_parameters_a_call_cannot_pass_are_refused() -> None:

@@ -254,6 +254,25 @@ def test_inherits_object_new() -> None:
     assert inherits_object_new(cls) is False
 
 
+@pytest.mark.parametrize(
+    ("raw", "owner"),
+    [
+        (object.__new__, object),
+        (dict.__new__, dict),
+        (type("D", (dict,), {}).__new__, dict),
+        (int.from_bytes, None),  # a builtin bound to a type, but not its __new__
+        (len, None),  # a builtin bound to a module
+        (_own_new, None),  # a Python function
+    ],
+    ids=["object", "dict", "dict-subclass", "classmethod", "module-builtin", "python"],
+)
+def test_builtin_owner_names_the_type_whose_own_new_it_is(raw: object, owner: type | None) -> None:
+    """Only a builtin ``__new__`` has an owner whose tp_new a delete can give back."""
+    from patchscope._cpython import _builtin_owner
+
+    assert _builtin_owner(raw) is owner
+
+
 class _NoInit:
     """Keeps object's ``__init__``."""
 
@@ -305,8 +324,7 @@ def test_the_python_twins_do_nothing_where_the_slot_was_not_found(
     """With no slot writer, preset and repair say False and leave the class as it is."""
     import patchscope._cpython as cpython
 
-    monkeypatch.setattr(cpython, "_probe", None)
-    monkeypatch.setattr(cpython, "_probed", True)
+    monkeypatch.setattr(cpython, "_slot_writer", lambda: None)
     cls = _takes_arg()
     assert cpython._py_preset_new(cls) is False
     assert cpython._py_repair_new(cls) is False

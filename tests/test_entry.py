@@ -86,6 +86,36 @@ def test_create_goes_through_the_objects_own_setattr_and_delattr() -> None:
     assert not hasattr(obj, "weight")
 
 
+class _SlottedStore:
+    """The same with ``__slots__``: no ``__dict__`` at all, the table in a slot."""
+
+    __slots__ = ("_table",)
+
+    def __init__(self) -> None:
+        object.__setattr__(self, "_table", {"weight": 1})
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return object.__getattribute__(self, "_table")[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        self._table[name] = value
+
+    def __delattr__(self, name: str) -> None:
+        del self._table[name]
+
+
+def test_an_attribute_a_slotted_objects_getattr_serves_is_written_through_its_setattr() -> None:
+    """No ``__dict__`` to shadow it in: the object's setattr puts the value where
+    ``__getattr__`` finds it, and restoring writes the original back there."""
+    obj = _SlottedStore()
+    with patchscope.redirect_attr(obj, "weight", 5):
+        assert obj.weight == 5 and obj._table == {"weight": 5}
+    assert obj._table == {"weight": 1}
+
+
 class _Logging:
     """Its own setattr and delattr, no __getattr__: writes are logged and stored as text."""
 

@@ -463,3 +463,13 @@ def test_the_site_of_a_with_spanning_lines_is_the_line_cpython_gives_its_frame()
     enter(Recorder())
     [site] = enter(redirect)
     assert site == f"{__file__}:{Recorder.line}"
+
+
+def test_stopping_something_that_is_not_a_handle_is_refused() -> None:
+    """The lock-held stop takes activations and groups only; anything else is a caller's bug."""
+    from patchscope._handles import stop_handle_locked
+
+    outcomes: list[Any] = []
+    with pytest.raises(TypeError, match="not a handle: <object object"):
+        stop_handle_locked(object(), outcomes)
+    assert outcomes == []

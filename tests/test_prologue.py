@@ -389,6 +389,19 @@ def test_a_template_local_past_the_parameters_is_refused() -> None:
         _prologue._local_arg(loads[0], func.__code__, template.__code__)
 
 
+def test_a_template_whose_check_does_not_end_in_a_return_is_refused() -> None:
+    """The check is the code up to its one jump's target; it must end by returning the call."""
+
+    def template(a: int) -> int:
+        if not a:
+            a = a + 1
+        a = a * 2
+        return a
+
+    with pytest.raises(_prologue._Unfit, match="does not end in a return"):
+        _prologue._prologue_span(template.__code__)
+
+
 @pytest.mark.parametrize("kind", ["generator", "coroutine"])
 def test_generators_and_coroutines_are_not_spliced(kind: str) -> None:
     """Their body starts later than their call: they get a trampoline (see test_call.py)."""

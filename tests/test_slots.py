@@ -462,7 +462,8 @@ def test_a_plain_value_in_place_of_a_slots_member_is_read_only_on_instances() ->
     assert obj.x == 1
 
 
-def test_the_innermost_construction_redirect_decides_for_a_subclass() -> None:
+@pytest.mark.parametrize("scope", ["context", "process"])
+def test_the_innermost_construction_redirect_decides_for_a_subclass(scope: str) -> None:
     """An inner redirect that leaves subclasses alone is not passed over for an outer one."""
 
     class Base:
@@ -477,9 +478,9 @@ def test_the_innermost_construction_redirect_decides_for_a_subclass() -> None:
     class Inner:
         pass
 
-    with patchscope.redirect_construction(Base, Outer, include_subclasses=True):
+    with patchscope.redirect_construction(Base, Outer, include_subclasses=True, scope=scope):
         assert type(Sub()) is Outer
-        with patchscope.redirect_construction(Base, Inner):
+        with patchscope.redirect_construction(Base, Inner, scope=scope):
             assert type(Base()) is Inner
             assert type(Sub()) is Sub
         assert type(Sub()) is Outer
@@ -607,3 +608,47 @@ def test_a_slot_read_with_only_the_instance_binds_to_its_class(scope: str) -> No
                 assert vars(K)["cm"].__get__(obj)() == ("new", Sub)
                 assert vars(K)["fn"].__get__(obj)() == ("new", obj)
                 assert vars(K)["dp"].__get__(obj)() == ("dp", Sub)
+
+
+@pytest.mark.parametrize("call", ["positional", "keyword"])
+def test_other_contexts_refuse_arguments_to_a_class_that_takes_none(call: str) -> None:
+    """The installed ``__new__`` builds the class in other contexts as ``object`` would: a
+    class with neither ``__init__`` nor ``__new__`` of its own refuses any argument."""
+
+    class Bare:
+        pass
+
+    class Replacement:
+        def __init__(self, *args: object, **kwargs: object) -> None:
+            pass
+
+    def build() -> object:
+        return Bare(1) if call == "positional" else Bare(k=1)
+
+    with pytest.raises(TypeError, match=r"Bare\(\) takes no arguments") as plain:
+        build()
+    with patchscope.redirect_construction(Bare, Replacement, scope="context"):
+        assert type(build()) is Replacement
+        with pytest.raises(TypeError) as ours:
+            contextvars.Context().run(build)
+        assert str(ours.value) == str(plain.value)
+        assert type(contextvars.Context().run(Bare)) is Bare
+
+
+def test_an_inherited_value_read_with_only_the_instance_binds_to_it() -> None:
+    """Where this context sees no value of ours, ``vars(K)[name].__get__(obj)`` with no
+    owner gives what ``K`` inherits, bound to *obj*, as ``obj.name`` does."""
+
+    class Base:
+        def fn(self) -> tuple[str, object]:
+            return ("inherited", self)
+
+    class K(Base):
+        pass
+
+    obj = K()
+    with patchscope.redirect_attr(K, "fn", lambda self: ("new", self), scope="context"):
+        assert vars(K)["fn"].__get__(obj)() == ("new", obj)
+        seen = contextvars.Context().run(lambda: vars(K)["fn"].__get__(obj)())
+        assert seen == ("inherited", obj)
+    assert "fn" not in vars(K)

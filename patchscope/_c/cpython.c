@@ -10,11 +10,8 @@ call_object_new(PyTypeObject *cls, PyObject *const *args, Py_ssize_t nargs, PyOb
         /* With a __new__ installed, object.__new__ rejects extra arguments;
          * without one it ignores them when __init__ is overridden. */
         if (lookup_mro(cls, s_init) == object_init) {
-            PyObject *qualname = PyObject_GetAttr((PyObject *)cls, s_qualname);
-            if (qualname != NULL) {
-                PyErr_Format(PyExc_TypeError, "%U() takes no arguments", qualname);
-                Py_DECREF(qualname);
-            }
+            /* object.__new__'s own message: the type's tp_name. */
+            PyErr_Format(PyExc_TypeError, "%.200s() takes no arguments", cls->tp_name);
             return NULL;
         }
     }

@@ -143,9 +143,10 @@ capture(PyObject *target, PyObject *name, int create, int *kind, PyObject **orig
                     kind, original, installed);
             goto done;
         }
-        if (meta == ABSENT && !PyType_Check(target) && !PyModule_Check(target) && d != NULL) {
+        if (meta == ABSENT && !PyType_Check(target) && !PyModule_Check(target)) {
             /* An instance attribute served by the class's __getattr__
-             * (nn.Module parameters, buffers and sub-modules). */
+             * (nn.Module parameters, buffers and sub-modules; a __slots__
+             * class's store): the class's setattr owns it. */
             *kind = SETATTR;
             *original = value;
             Py_INCREF(value);
@@ -272,8 +273,14 @@ show(EntryObject *entry, PyObject **conflict)
     {
         PyObject *d = own_dict(target);
         if (d == NULL) {
-            if (!PyErr_Occurred())
-                PyErr_SetString(PyExc_TypeError, "patchscope: the target has no __dict__");
+            if (!PyErr_Occurred()) {
+                /* What reading target.__dict__ raises, as in _entry.show. */
+                d = PyObject_GetAttr(target, s_dict);
+                if (d != NULL) {
+                    Py_DECREF(d);
+                    PyErr_SetString(PyExc_TypeError, "patchscope: the target has no __dict__");
+                }
+            }
             goto done;
         }
         current = dict_get(d, name);
