@@ -920,6 +920,10 @@ def _run_all(
         left = [m for m in mutants if m.status in ("survived", "uncovered")]
 
         def again(m: Mutant) -> set[str] | None:
+            if first(m) is None:
+                # No test ran its line on the first interpreter (version-gated code):
+                # the tests that reach it here may be in any file, so all of them.
+                return set(tests)
             files = mirror_tests(m, root, tests)
             ids = {t for t in first(m) or () if t.split("::", 1)[0] not in files}
             return files | ids or None
@@ -998,8 +1002,8 @@ def _phase(
             if picked is None:
                 return None
             ids = {t for t in picked if "::" in t}
-            for path in picked - ids:  # a whole file: its tests as the unmutated run found them
-                ids |= {t for t in timed if t.startswith(path + "::")}
+            for path in picked - ids:  # a file or folder: its tests as the unmutated run found them
+                ids |= {t for t in timed if t.startswith((path + "::", path + "/"))}
             # What this interpreter has (by name: a parameter's id may differ), and passes.
             ids = {t for t in ids if t in timed or t.split("[", 1)[0] in bases}
             return ids - failing or None

@@ -285,6 +285,20 @@ def test_during_without_redirects_is_refused() -> None:
     assert "method" in vars(Owner) and patchscope.active() == ()
 
 
+def test_during_refuses_what_is_not_a_redirect_naming_it() -> None:
+    """A plain value in place of the one redirect is refused at the call, naming its type
+    and value; the method is untouched."""
+
+    class Owner:
+        def method(self) -> None:
+            pass
+
+    own = vars(Owner)["method"]
+    with pytest.raises(TypeError, match=r"during\(\) takes Redirect objects, got str 'cuda'"):
+        during(Owner, "method", "cuda")  # type: ignore[arg-type]
+    assert vars(Owner)["method"] is own and patchscope.active() == ()
+
+
 def test_copies_and_pickles_of_a_during_wrap_the_same_method() -> None:
     """A copy or an unpickled during() is a new, equal redirect: same owner, name, redirects."""
     import copy

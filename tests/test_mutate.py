@@ -167,6 +167,23 @@ def gated(x):
 
 def unused(x):
     return x == 2
+
+
+def elsewhere(x):
+    if os.environ.get("MUTATEE_OTHER"):
+        return x * 3
+    return x
+"""
+
+# What reaches elsewhere()'s gated line is in another file than the module's own.
+LATE_TESTS = """\
+import os
+
+from mutatee.gated import elsewhere
+
+
+def test_elsewhere():
+    assert elsewhere(2) == (6 if os.environ.get("MUTATEE_OTHER") else 2)
 """
 
 GATED_TESTS = """\
@@ -186,7 +203,8 @@ def test_fails_on_the_other():
 
 def test_survivors_run_again_on_another_interpreter(tmp_path: Path) -> None:
     """--also runs what lived through the first interpreter on another one: code only that
-    interpreter executes is killed there (and says where), code no test checks survives.
+    interpreter executes is killed there (and says where), by the tests of any file where
+    no test ran its line on the first; code no test checks survives.
     Each interpreter first runs those tests unmutated in its server."""
     root = tmp_path / "project"
     (root / "mutatee").mkdir(parents=True)
@@ -194,6 +212,7 @@ def test_survivors_run_again_on_another_interpreter(tmp_path: Path) -> None:
     (root / "mutatee" / "gated.py").write_text(GATED)
     (root / "tests").mkdir()
     (root / "tests" / "test_gated.py").write_text(GATED_TESTS)
+    (root / "tests" / "test_late.py").write_text(LATE_TESTS)
     other = tmp_path / "other-python"  # an interpreter on which the gated branch runs
     other.write_text(f'#!/bin/sh\nMUTATEE_OTHER=1 exec "{sys.executable}" "$@"\n')
     other.chmod(0o755)
@@ -210,8 +229,11 @@ def test_survivors_run_again_on_another_interpreter(tmp_path: Path) -> None:
     assert {(m["status"], m["python"]) for m in lines[6]} == {("killed", version)}
     # Run there by the module's test file, which passes: a survivor, no longer uncovered.
     assert {(m["status"], m["python"]) for m in lines[11]} == {("survived", "")}
-    assert f"{len(lines[6])} of them only on {version}" in proc.stdout
-    assert "2 tests run unmutated there, 1 failing (left out)" in proc.stdout
+    # No test ran this line on the first: every test file runs it on the other.
+    assert len(lines[16]) >= 2
+    assert {(m["status"], m["python"]) for m in lines[16]} == {("killed", version)}
+    assert f"{len(lines[6]) + len(lines[16])} of them only on {version}" in proc.stdout
+    assert "3 tests run unmutated there, 1 failing (left out)" in proc.stdout
 
 
 def test_rerun_runs_only_the_earlier_survivors(
