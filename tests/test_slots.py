@@ -652,3 +652,31 @@ def test_an_inherited_value_read_with_only_the_instance_binds_to_it() -> None:
         seen = contextvars.Context().run(lambda: vars(K)["fn"].__get__(obj)())
         assert seen == ("inherited", obj)
     assert "fn" not in vars(K)
+
+
+def test_a_dotted_redirect_whose_class_was_replaced_prepares_the_new_one() -> None:
+    """The slots kept on a redirect for its next activation are for the class it resolved
+    last: when the path names another class now, that one gets slots of its own."""
+
+    class First:
+        attr = "first"
+
+    class Second:
+        attr = "second"
+
+    mod = types.ModuleType("_replaced_class_target")
+    mod.Klass = First
+    sys.modules[mod.__name__] = mod
+    try:
+        redirect = patchscope.redirect_attr(f"{mod.__name__}.Klass.attr", "new", scope="context")
+        with redirect:
+            assert First.attr == "new"
+        mod.Klass = Second
+        with redirect:
+            assert Second.attr == "new" and First.attr == "first"
+            assert in_other_thread(lambda: Second.attr) == "second"
+        assert (First.attr, Second.attr) == ("first", "second")
+        assert vars(First)["attr"] == "first" and vars(Second)["attr"] == "second"
+    finally:
+        del sys.modules[mod.__name__]
+    assert patchscope.active() == ()
