@@ -680,3 +680,28 @@ def test_a_dotted_redirect_whose_class_was_replaced_prepares_the_new_one() -> No
     finally:
         del sys.modules[mod.__name__]
     assert patchscope.active() == ()
+
+
+def test_a_context_new_on_a_subclass_leaves_the_base_new_to_other_threads() -> None:
+    """Other threads read and call the ``__new__`` a base class defines, itself, while a
+    subclass's ``__new__`` is redirected in this context; only object's own is stood in for."""
+
+    class Base:
+        def __new__(cls, *args: object) -> Any:
+            made = object.__new__(cls)
+            made.made = "base"
+            return made
+
+    class Sub(Base):
+        pass
+
+    def replacement(cls: type, *args: object) -> Any:
+        made = object.__new__(cls)
+        made.made = "replacement"
+        return made
+
+    with patchscope.redirect_attr(Sub, "__new__", replacement, scope="context"):
+        assert Sub().made == "replacement"
+        assert in_other_thread(lambda: Sub(1).made) == "base"
+        assert in_other_thread(lambda: Sub.__new__ is Base.__new__) is True
+    assert Sub().made == "base" and "__new__" not in vars(Sub)
