@@ -705,3 +705,25 @@ def test_a_context_new_on_a_subclass_leaves_the_base_new_to_other_threads() -> N
         assert in_other_thread(lambda: Sub(1).made) == "base"
         assert in_other_thread(lambda: Sub.__new__ is Base.__new__) is True
     assert Sub().made == "base" and "__new__" not in vars(Sub)
+
+
+def test_a_module_whose_class_changed_gets_one_private_class_for_its_later_scopes() -> None:
+    """When a module's class changes between context scopes, the private subclass made for
+    the new class is kept: every later scope switches the module to that same class."""
+
+    class Lazy(types.ModuleType):
+        pass
+
+    mod = types.ModuleType("_reclassed_module")
+    mod.x = "x"
+    redirect = patchscope.redirect_attr(mod, "x", "new", scope="context")
+    with redirect:
+        assert type(mod).__base__ is types.ModuleType
+    mod.__class__ = Lazy
+    seen = []
+    for _ in range(2):
+        with redirect:
+            assert mod.x == "new" and in_other_thread(lambda: mod.x) == "x"
+            seen.append(type(mod))
+        assert type(mod) is Lazy
+    assert seen[0] is seen[1] and seen[0].__base__ is Lazy
