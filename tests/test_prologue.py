@@ -486,3 +486,19 @@ def test_every_kind_of_location_is_written_as_it_reads_back() -> None:
     positions = [kinds[(i // 3) % len(kinds)] for i in range(units)]
     table = _prologue._encode_positions(positions, first)
     assert list(code.replace(co_linetable=table).co_positions()) == positions
+
+
+@pytest.mark.parametrize("count", range(250, 262))
+def test_a_function_whose_constants_reach_the_argument_byte_is_still_redirected(
+    count: int,
+) -> None:
+    """Where the prologue's constants would land past index 255 (one argument byte), the
+    function is redirected all the same, and is its own again after the scope."""
+    source = "def target(v):\n" + "".join(f"    sink({i})\n" for i in range(count))
+    namespace: dict[str, Any] = {"sink": lambda value: None}
+    exec(source + "    return v\n", namespace)
+    target = namespace["target"]
+    own = target.__code__
+    with redirect_call(target, lambda v: ("replaced", v)):
+        assert target(1) == ("replaced", 1)
+    assert target(1) == 1 and target.__code__ is own
