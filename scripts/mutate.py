@@ -47,7 +47,8 @@ suite notices. Tests that fail before any mutation are left out of every run.
 The suite runs on every supported CPython, and some lines run only on some
 (version-gated code). ``--also PYTHON`` (repeatable) runs what survived the
 first interpreter again on another one, in pure Python too: its module's test
-file and the tests that ran its line. One it kills there counts as killed,
+file and the tests that ran its line, or every test where none ran its line
+on the first. One it kills there counts as killed,
 and the report says on which interpreter; the tests it will run must pass
 there unmutated first, or no mutant runs on it.
 
