@@ -57,42 +57,10 @@ def test_an_ended_redirect_keeps_no_original_alive() -> None:
     assert mod.attr == 2
 
 
-class _Store:
+class _TableAccess:
     """Keeps attributes in its own table, as torch.nn.Module keeps parameters."""
 
-    def __init__(self) -> None:
-        object.__setattr__(self, "_table", {})
-
-    def __getattr__(self, name: str) -> Any:
-        try:
-            return self.__dict__["_table"][name]
-        except KeyError:
-            raise AttributeError(name) from None
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        self._table[name] = value
-
-    def __delattr__(self, name: str) -> None:
-        del self._table[name]
-
-
-def test_create_goes_through_the_objects_own_setattr_and_delattr() -> None:
-    """An attribute created on such an object is deleted again from where it was put."""
-    obj = _Store()
-    with patchscope.redirect_attr(obj, "weight", 5, create=True):
-        assert obj.weight == 5
-        assert obj._table == {"weight": 5}
-    assert obj._table == {}  # no conflict warning (an error in this suite), nothing left
-    assert not hasattr(obj, "weight")
-
-
-class _SlottedStore:
-    """The same with ``__slots__``: no ``__dict__`` at all, the table in a slot."""
-
-    __slots__ = ("_table",)
-
-    def __init__(self) -> None:
-        object.__setattr__(self, "_table", {"weight": 1})
+    __slots__ = ()
 
     def __getattr__(self, name: str) -> Any:
         try:
@@ -105,6 +73,32 @@ class _SlottedStore:
 
     def __delattr__(self, name: str) -> None:
         del self._table[name]
+
+
+class _Store(_TableAccess):
+    """The table in the instance's ``__dict__``."""
+
+    def __init__(self) -> None:
+        object.__setattr__(self, "_table", {})
+
+
+def test_create_goes_through_the_objects_own_setattr_and_delattr() -> None:
+    """An attribute created on such an object is deleted again from where it was put."""
+    obj = _Store()
+    with patchscope.redirect_attr(obj, "weight", 5, create=True):
+        assert obj.weight == 5
+        assert obj._table == {"weight": 5}
+    assert obj._table == {}  # no conflict warning (an error in this suite), nothing left
+    assert not hasattr(obj, "weight")
+
+
+class _SlottedStore(_TableAccess):
+    """The same with ``__slots__``: no ``__dict__`` at all, the table in a slot."""
+
+    __slots__ = ("_table",)
+
+    def __init__(self) -> None:
+        object.__setattr__(self, "_table", {"weight": 1})
 
 
 def test_an_attribute_a_slotted_objects_getattr_serves_is_written_through_its_setattr() -> None:
