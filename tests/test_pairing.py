@@ -202,6 +202,28 @@ def test_generators_ending_out_of_order_each_end_their_own(first: int) -> None:
     assert patchscope.active() == () and mod.value == "orig"
 
 
+@pytest.mark.parametrize("first", [0, 1])
+def test_generators_of_a_dotted_redirect_ending_out_of_order_each_end_their_own(
+    first: int,
+) -> None:
+    """The same for a redirect that activates itself (a dotted path): its exit pairs by frame."""
+    mod = _module()
+    mod.__name__ = "ps_pairing_dotted"
+    sys.modules[mod.__name__] = mod
+    try:
+        r = redirect_attr("ps_pairing_dotted.value", "new")
+        gens = [_holding(r), _holding_too(r)]
+        held = [next(g) for g in gens]
+        assert held[0] is not held[1] and len(patchscope.active()) == 2
+        list(gens[first])
+        assert not held[first].open and held[1 - first].open
+        assert patchscope.active() == (held[1 - first],)
+        list(gens[1 - first])
+        assert patchscope.active() == () and mod.value == "orig"
+    finally:
+        del sys.modules[mod.__name__]
+
+
 def test_tasks_exiting_out_of_order_each_end_their_own() -> None:
     """Two asyncio tasks inside one redirect across awaits: the first to exit ends its own."""
     mod = _module()
