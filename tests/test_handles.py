@@ -473,3 +473,21 @@ def test_stopping_something_that_is_not_a_handle_is_refused() -> None:
     with pytest.raises(TypeError, match="not a handle: <object object"):
         stop_handle_locked(object(), outcomes)
     assert outcomes == []
+
+
+def test_a_group_stop_collects_the_restore_errors_of_parts_with_handles_of_their_own() -> None:
+    """A part's own stop() that raises RestoreError: the others end, then one error holds its."""
+    mod = _module(a=1, b=2)
+    log: list[str] = []
+    failed = AttributeError("locked")
+    group = combine(
+        redirect_attr(mod, "a", 10),
+        _FailingStop(RestoreError("cannot restore 'x' of thing", [failed]), log),
+        redirect_attr(mod, "b", 20),
+    )
+    handle = group.start()
+    with pytest.raises(RestoreError) as info:
+        handle.stop()
+    assert log == ["RestoreError"] and info.value.errors == [failed]
+    assert str(info.value) == "1 restore(s) failed: cannot restore 'x' of thing"
+    assert (mod.a, mod.b) == (1, 2) and patchscope.active() == ()
