@@ -727,3 +727,24 @@ def test_a_module_whose_class_changed_gets_one_private_class_for_its_later_scope
             seen.append(type(mod))
         assert type(mod) is Lazy
     assert seen[0] is seen[1] and seen[0].__base__ is Lazy
+
+
+def test_deleting_through_a_context_slot_runs_the_deleter_this_context_sees() -> None:
+    """``del obj.p`` of a context-redirected property runs the replacement's deleter here only."""
+    log: list[str] = []
+
+    def deleter(label: str) -> Any:
+        return lambda self: log.append(label)
+
+    class Owner:
+        p = property(lambda self: "original", None, deleter("original"))
+
+    obj = Owner()
+    replacement = property(lambda self: "replacement", None, deleter("replacement"))
+    with patchscope.redirect_attr(Owner, "p", replacement, scope="context"):
+        del obj.p
+        in_other_thread(lambda: obj.__delattr__("p"))
+        assert obj.p == "replacement"
+    assert log == ["replacement", "original"]
+    del obj.p
+    assert log == ["replacement", "original", "original"] and obj.p == "original"
