@@ -748,3 +748,22 @@ def test_deleting_through_a_context_slot_runs_the_deleter_this_context_sees() ->
     assert log == ["replacement", "original"]
     del obj.p
     assert log == ["replacement", "original", "original"] and obj.p == "original"
+
+
+@pytest.mark.parametrize("scope", ["process", "context"])
+def test_a_class_keeps_its_signature_while_its_construction_is_redirected(scope: str) -> None:
+    """The dispatcher standing in as ``__new__`` shows the class's own signature."""
+    import inspect
+
+    class Point:
+        def __init__(self, x: int, y: int = 0) -> None:
+            self.x, self.y = x, y
+
+    class Other(Point):
+        pass
+
+    before = inspect.signature(Point)
+    with patchscope.redirect_construction(Point, Other, scope=scope):
+        assert inspect.signature(Point) == before
+        assert type(Point(1)) is Other
+    assert inspect.signature(Point) == before
