@@ -502,3 +502,23 @@ def test_a_function_whose_constants_reach_the_argument_byte_is_still_redirected(
     with redirect_call(target, lambda v: ("replaced", v)):
         assert target(1) == ("replaced", 1)
     assert target(1) == 1 and target.__code__ is own
+
+
+@pytest.mark.skipif(
+    sys.version_info < (3, 11), reason="3.11+ positions (3.10 has line numbers only)"
+)
+@pytest.mark.parametrize("end", [62, 63, 4094, 4095])
+def test_positions_at_the_boundaries_of_a_table_byte_are_kept(end: int) -> None:
+    """Columns and line spans whose location-table numbers are 63, 64, 4095, 4096 stay exact."""
+    name = "n" * (end - len("    return "))
+    span = "(n" + "\n" * 64 + ")"  # an expression whose end line is 64 past its start
+    source = f"def far(n):\n    return {name} + {span}\n"
+    namespace: dict[str, Any] = {name: 1}
+    exec(compile(source, "<far>", "exec"), namespace)
+    original = namespace["far"].__code__
+    assert any(p[3] == end for p in original.co_positions())
+    code = build(namespace["far"], Dispatcher())
+    assert code is not None
+    before, after = list(original.co_positions()), list(code.co_positions())
+    at = _prologue._body_start(original) // 2
+    assert after[at + len(after) - len(before) :] == before[at:]
