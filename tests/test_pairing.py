@@ -14,6 +14,7 @@ import contextvars
 import sys
 import threading
 import types
+import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -609,3 +610,23 @@ def test_pair_exit_of_a_pushed_handle_whose_node_is_elsewhere() -> None:
         None,
     )
     assert handles == []
+
+
+def test_a_with_entry_a_warning_undid_leaves_nothing_to_pair_with() -> None:
+    """A with-entry undone because its conflict warning raised keeps no handle on its redirect."""
+    mod = _module()
+    outer = redirect_attr(mod, "value", "outer").start()
+    mod.value = "rebound"
+    inner = redirect_attr(mod, "value", "inner")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", patchscope.RedirectConflictWarning)
+        with pytest.raises(patchscope.RedirectConflictWarning):
+            with inner:
+                pass
+    assert mod.value == "outer" and patchscope.active() == (outer,)
+    with inner:
+        # The one live with-handle of *inner* pairs by frame: nothing pushed.
+        assert with_stack.get() is None and mod.value == "inner"
+    assert mod.value == "outer"
+    outer.stop()
+    assert patchscope.active() == () and mod.value == "orig"
