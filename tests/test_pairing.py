@@ -188,31 +188,21 @@ def test_a_generator_resumed_in_another_thread_ends_its_own_activation() -> None
     assert patchscope.active() == () and mod.value == "orig"
 
 
+@pytest.mark.parametrize("dotted", [False, True], ids=["object", "dotted-path"])
 @pytest.mark.parametrize("first", [0, 1])
-def test_generators_ending_out_of_order_each_end_their_own(first: int) -> None:
-    """Interleaved generators inside one redirect end in any order, each its own activation."""
-    mod = _module()
-    r = redirect_attr(mod, "value", "new")
-    gens = [_holding(r), _holding_too(r)]
-    held = [next(g) for g in gens]
-    assert held[0] is not held[1] and len(patchscope.active()) == 2
-    list(gens[first])
-    assert not held[first].open and held[1 - first].open
-    assert patchscope.active() == (held[1 - first],)
-    list(gens[1 - first])
-    assert patchscope.active() == () and mod.value == "orig"
+def test_generators_ending_out_of_order_each_end_their_own(first: int, dotted: bool) -> None:
+    """Interleaved generators inside one redirect end in any order, each its own activation.
 
-
-@pytest.mark.parametrize("first", [0, 1])
-def test_generators_of_a_dotted_redirect_ending_out_of_order_each_end_their_own(
-    first: int,
-) -> None:
-    """The same for a redirect that activates itself (a dotted path): its exit pairs by frame."""
+    A dotted path is a redirect that activates itself: its exit pairs by frame too.
+    """
     mod = _module()
     mod.__name__ = "ps_pairing_dotted"
     sys.modules[mod.__name__] = mod
     try:
-        r = redirect_attr("ps_pairing_dotted.value", "new")
+        if dotted:
+            r = redirect_attr("ps_pairing_dotted.value", "new")
+        else:
+            r = redirect_attr(mod, "value", "new")
         gens = [_holding(r), _holding_too(r)]
         held = [next(g) for g in gens]
         assert held[0] is not held[1] and len(patchscope.active()) == 2
