@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import multiprocessing
+import threading
+import warnings
 from pathlib import Path
 
 import pytest
@@ -24,6 +27,37 @@ def test_results_come_back_in_item_order(monkeypatch: pytest.MonkeyPatch, jobs: 
     items = [f"item{i}" for i in range(50)]
     weights = [(i * 7919) % 101 for i in range(50)]
     assert run_chunked(list, items, weights, jobs) == items
+
+
+def test_a_process_with_other_threads_starts_workers_without_forking_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """While another thread runs, the pool is started from a fork server, and nothing warns.
+
+    Python 3.12+ warns when a multi-threaded process forks; with one thread
+    the platform's default (a fork on Linux up to 3.13) is kept.
+    """
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        pytest.skip("this platform has no fork server")
+    monkeypatch.setattr(_parallel, "SERIAL_BYTES", 0)
+    monkeypatch.setattr(_parallel, "_threads", lambda: 1)
+    assert _parallel._start_method() is None
+    monkeypatch.undo()
+    monkeypatch.setattr(_parallel, "SERIAL_BYTES", 0)
+    release = threading.Event()
+    other = threading.Thread(target=release.wait, args=(30,))
+    other.start()
+    try:
+        assert _parallel._start_method() == "forkserver"
+        items = [f"item{i}" for i in range(20)]
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            assert run_chunked(list, items, [3] * 20, jobs=2) == items
+        assert [str(w.message) for w in seen if "fork" in str(w.message)] == []
+    finally:
+        release.set()
+        other.join(timeout=30)
+    assert not other.is_alive()
 
 
 def test_small_inputs_run_in_process(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -31,6 +31,32 @@ def default_jobs() -> int:
     return os.cpu_count() or 1
 
 
+def _threads() -> int:
+    """How many threads this process runs (the interpreter's own count where the OS has none)."""
+    try:
+        return len(os.listdir("/proc/self/task"))  # C threads (OpenMP, a server's) count too
+    except OSError:
+        import threading
+
+        return threading.active_count()
+
+
+def _start_method() -> str | None:
+    """How the pool starts its workers: None for the platform's default.
+
+    A fork copies only the thread that calls it: a lock another thread held
+    then stays held in the child, and Python 3.12+ warns about it. A process
+    with more than one thread (a test runner's worker, an editor's language
+    server) starts its workers from a fork server instead, the default from
+    Python 3.14; a single-threaded one keeps the faster fork.
+    """
+    import multiprocessing
+
+    if _threads() > 1 and "forkserver" in multiprocessing.get_all_start_methods():
+        return "forkserver"
+    return None
+
+
 def run_chunked(
     work: Callable[[list[T]], list[R]],
     items: Sequence[T],
@@ -65,10 +91,13 @@ def run_chunked(
         chunks.append(current)
     # Imported here: a run small enough to stay in process (pre-commit's
     # handful of files) does not pay for multiprocessing's import.
+    import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
+    method = _start_method()
+    context = multiprocessing.get_context(method) if method is not None else None
     results: dict[int, R] = {}
-    with ProcessPoolExecutor(max_workers=min(jobs, len(chunks))) as pool:
+    with ProcessPoolExecutor(max_workers=min(jobs, len(chunks)), mp_context=context) as pool:
         batches = [[items[i] for i in chunk] for chunk in chunks]
         for chunk, outcome in zip(chunks, pool.map(work, batches), strict=True):
             results.update(zip(chunk, outcome, strict=True))
