@@ -39,10 +39,9 @@ def test_a_process_with_other_threads_starts_workers_without_forking_it(
     """
     if "forkserver" not in multiprocessing.get_all_start_methods():
         pytest.skip("this platform has no fork server")
-    monkeypatch.setattr(_parallel, "SERIAL_BYTES", 0)
-    monkeypatch.setattr(_parallel, "_threads", lambda: 1)
-    assert _parallel._start_method() is None
-    monkeypatch.undo()
+    with monkeypatch.context() as single:
+        single.setattr(_parallel, "_threads", lambda: 1)
+        assert _parallel._start_method() is None
     monkeypatch.setattr(_parallel, "SERIAL_BYTES", 0)
     release = threading.Event()
     other = threading.Thread(target=release.wait, args=(30,))
