@@ -94,8 +94,7 @@ def run_chunked(
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
-    method = _start_method()
-    context = multiprocessing.get_context(method) if method is not None else None
+    context = multiprocessing.get_context(_start_method())  # None: the default
     results: dict[int, R] = {}
     with ProcessPoolExecutor(max_workers=min(jobs, len(chunks)), mp_context=context) as pool:
         batches = [[items[i] for i in chunk] for chunk in chunks]
